@@ -1,0 +1,79 @@
+"""Symbolic anchors into vendored files, and how each one resolves.
+
+An anchor names code the way a reader would: a file, a symbol (``RMSNorm.add_rms_forward``) and
+optionally a statement (normalised text) with ``nth`` when the text repeats. Notes and prose
+references are both anchors. Resolution never trusts a line number; an optional ``line`` hint
+(where the anchor was last seen) only lets the report say "moved 36 → 39".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from annotate.source import AnchorError, SourceFile, normalise
+
+EXACT, MOVED, CHANGED, VANISHED = "exact", "moved", "changed", "vanished"
+OK_STATES = (EXACT, MOVED)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where an anchor points: ``path`` is vendor-relative (``nanovllm/layers/layernorm.py``)."""
+
+    path: str
+    symbol: str | None
+    statement: str | None = None
+    nth: int = 0
+    line: int | None = None  # last known line: a hint for the report, never used to resolve
+    origin: str = ""  # who holds the anchor, for messages: "notes/…/layernorm.py.yml: note 3"
+
+    @property
+    def label(self) -> str:
+        what = self.symbol or "<module>"
+        if self.statement is not None:
+            what += f" › {normalise(self.statement)!r}" + (f" (nth={self.nth})" if self.nth else "")
+        return f"{self.path}: {what}"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The outcome for one anchor against one version of a file."""
+
+    anchor: Anchor
+    state: str  # exact | moved | changed | vanished
+    span: tuple[int, int] | None = None  # resolved local line span
+    candidates: tuple[tuple[int, str], ...] = field(default=())  # (line, text) nearest statements when changed
+
+    @property
+    def ok(self) -> bool:
+        return self.state in OK_STATES
+
+    def describe(self) -> str:
+        a = self.anchor
+        if self.state == EXACT:
+            return f"exact at line {self.span[0]}" if self.span else "exact"
+        if self.state == MOVED:
+            return f"moved {a.line} → {self.span[0]}" if self.span else "moved"
+        if self.state == CHANGED:
+            near = "; ".join(f"L{line}: {text}" for line, text in self.candidates) or "none"
+            return f"changed: statement not found in {a.symbol}; nearest: {near}"
+        return f"vanished: symbol {a.symbol!r} is gone from {a.path}"
+
+
+def resolve(anchor: Anchor, source: SourceFile | None, k: int = 3) -> Resolution:
+    """Resolve ``anchor`` in ``source`` (None: the file itself is gone)."""
+    if source is None or (anchor.symbol is not None and anchor.symbol not in source.symbols):
+        return Resolution(anchor, VANISHED)
+    try:
+        span = source.find(anchor.symbol, anchor.statement, anchor.nth)
+    except AnchorError:
+        near = source.nearest(anchor.symbol, anchor.statement or "", k)
+        return Resolution(anchor, CHANGED, candidates=tuple((s.start_line, s.text) for s in near))
+    state = MOVED if anchor.line is not None and anchor.line != span[0] else EXACT
+    return Resolution(anchor, state, span=span)
+
+
+def compare(anchor: Anchor, old: SourceFile | None, new: SourceFile | None) -> Resolution:
+    """Resolve across a vendor update: the old line (from the old file) is the hint for "moved"."""
+    before = resolve(anchor, old) if old is not None else None
+    hint = before.span[0] if before is not None and before.span else anchor.line
+    return resolve(Anchor(anchor.path, anchor.symbol, anchor.statement, anchor.nth, hint, anchor.origin), new)

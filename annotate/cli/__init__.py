@@ -1,0 +1,59 @@
+"""`annotate` command line: argument parsing and progress only; the work lives in the rooms.
+
+Each sub-command group registers itself from its own module (vendor, trace, site) so the
+parsers stay small and the rooms stay independent of each other.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from annotate.errors import UserError
+
+DESCRIPTION = """\
+Annotated source reader for nano-vllm.
+
+Journeys:
+  annotate vendor sync       materialise vendor/nano-vllm from the lock (offline wheel by default)
+  annotate vendor status     what you are reading: upstream pin, source, identical files, local-only lines
+  annotate vendor update     move the pin to another upstream commit and report what the notes do
+  annotate check             resolve every note and prose reference against the vendored code
+  annotate trace             run the real (compiled) nano-vllm Qwen3 and record every line's values
+  annotate build / serve     build or serve the site (MkDocs, with this project's plugin)
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="annotate", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--root", type=Path, default=Path("."), help="project root (default: current folder)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    from annotate.cli import vendor
+
+    vendor.register(sub)
+    for name in ("site", "trace"):
+        module = vendor.optional_module(f"annotate.cli.{name}")
+        if module is not None:
+            module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"annotate: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("annotate: interrupted; nothing half-written was kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""`annotate vendor sync|status|update`: argument parsing and progress; the work is in annotate.vendoring."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from types import ModuleType
+
+from annotate import vendoring
+from annotate.progress import Progress
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    vendor = sub.add_parser("vendor", help="materialise, inspect or move the vendored nano-vllm",
+                            description="The vendored nano-vllm: materialised from the lock, never committed.")
+    actions = vendor.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+
+    sync = actions.add_parser("sync", help="materialise vendor/nano-vllm from the lock (verifies; fast no-op when in place)",
+                              description="Fetch the lock's source (the pinned wheel by default, offline from the "
+                              "cache once downloaded), verify its sha256 before reading it, refuse unsafe members, "
+                              "write to a temp folder and swap it in. Hand edits under vendor/nano-vllm are restored.")
+    sync.set_defaults(func=run_sync)
+
+    status = actions.add_parser("status", help="the upstream pin, the source, and per file: identical or which lines are local-only",
+                                description="Tell exactly what you are reading: pinned upstream commit, where the "
+                                "local copy came from, per file whether it equals upstream (git blob id) or which "
+                                "local lines have no upstream counterpart, and any file edited since sync.")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=run_status)
+
+    update = optional_module("annotate.cli.vendor_update")
+    if update is not None:
+        update.register(actions)
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    progress = Progress()
+    with progress.step("sync", "materialising vendor/nano-vllm from the lock"):
+        result = vendoring.sync(args.root)
+    if not result.changed:
+        progress.say(f"vendor/nano-vllm is up to date: {result.files} files verified against the lock")
+    else:
+        progress.say(f"vendor/nano-vllm materialised: {result.files} files")
+        if result.restored:
+            progress.say(f"restored {len(result.restored)} file(s) that differed from the lock: {', '.join(result.restored)}")
+        if result.lock_updated:
+            progress.say(f"recorded local file hashes in {vendoring.LOCK_NAME}")
+    return 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from annotate.vendoring.status import render
+
+    lock = vendoring.read_lock(args.root / vendoring.LOCK_NAME)
+    report = vendoring.status(args.root, lock)
+    print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else render(report))
+    return 1 if report.modified else 0
+
+
+def optional_module(name: str) -> ModuleType | None:
+    """Import a command module that may not exist yet, without hiding errors inside it."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+        return None

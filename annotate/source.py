@@ -1,0 +1,327 @@
+"""A tree-sitter model of one Python file: symbols, statements, assignment targets, find().
+
+Notes and prose references are anchored by *symbol* (qualified name such as
+``RMSNorm.add_rms_forward``) and *statement* (its text with white space normalised), never by
+line number; this module is what turns such an anchor back into the line span of the file at
+hand. It knows nothing of notes, pages or MkDocs.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import tree_sitter_python
+from tree_sitter import Language, Node, Parser
+
+#: Compound statements whose *header* (up to the colon) is one statement of ours.
+_COMPOUND = {
+    "if_statement",
+    "elif_clause",
+    "else_clause",
+    "for_statement",
+    "while_statement",
+    "with_statement",
+    "try_statement",
+    "except_clause",
+    "finally_clause",
+    "match_statement",
+    "case_clause",
+}
+_DEFINITIONS = {"function_definition", "class_definition"}
+_ASSIGNMENTS = {"assignment", "augmented_assignment"}
+
+
+@lru_cache(maxsize=1)
+def _parser() -> Parser:
+    return Parser(Language(tree_sitter_python.language()))
+
+
+def normalise(text: str) -> str:
+    """Canonical statement text: comments dropped, white space collapsed, no padding in brackets.
+
+    ``QKVParallelLinear(\\n    hidden_size,\\n)`` and ``QKVParallelLinear(hidden_size)`` both
+    become ``QKVParallelLinear(hidden_size)``, so re-indenting or re-wrapping a statement
+    upstream does not break the notes pinned to it.
+    """
+    text = re.sub(r"#[^\n'\"]*$", "", text, flags=re.MULTILINE)
+    text = re.sub(r"\\\n", " ", text)
+    text = re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"([(\[{]) ", r"\1", text)
+    text = re.sub(r",? ?([)\]}])", r"\1", text)
+    text = re.sub(r" ([:,])", r"\1", text)
+    return text.rstrip(":").rstrip()
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """A class or function definition with its qualified name and where it sits."""
+
+    qualname: str
+    kind: str  # "class", "function" or "method"
+    def_line: int  # the `def`/`class` line (1-based)
+    start_line: int  # first decorator line, else def_line
+    end_line: int
+    decorators: tuple[str, ...] = ()
+    decorator_lines: tuple[int, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start_line, self.end_line)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement (or compound-statement header) with its normalised text and targets."""
+
+    start_line: int
+    end_line: int
+    text: str
+    kind: str
+    symbol: str | None  # innermost enclosing symbol's qualname; None at module level
+    targets: tuple[str, ...] = ()  # names bound by `=`, `+=`, `for`, `with … as`
+    mutated: tuple[str, ...] = ()  # names changed in place by a trailing-underscore method call
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start_line, self.end_line)
+
+    @property
+    def lines(self) -> range:
+        return range(self.start_line, self.end_line + 1)
+
+
+class AnchorError(LookupError):
+    """An anchor (symbol, statement, nth) that does not resolve in this file."""
+
+
+@dataclass
+class SourceFile:
+    """The parsed model of one file. Build it with :func:`parse` or :func:`load`."""
+
+    path: str
+    text: str
+    symbols: dict[str, Symbol] = field(default_factory=dict)
+    statements: list[Statement] = field(default_factory=list)
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def symbol(self, qualname: str) -> Symbol:
+        try:
+            return self.symbols[qualname]
+        except KeyError:
+            raise AnchorError(f"symbol {qualname!r} not found in {self.path}") from None
+
+    def statements_in(self, qualname: str | None) -> list[Statement]:
+        """Statements whose innermost enclosing symbol is ``qualname`` (None: module level)."""
+        return [s for s in self.statements if s.symbol == qualname]
+
+    def matches(self, symbol: str | None, statement: str) -> list[Statement]:
+        """All statements of ``symbol`` whose normalised text equals ``statement``'s, in order."""
+        wanted = normalise(statement)
+        return [s for s in self.statements_in(symbol) if s.text == wanted]
+
+    def find(self, symbol: str | None, statement: str | None = None, nth: int = 0) -> tuple[int, int]:
+        """Line span of the ``nth`` statement with this text in ``symbol``; the symbol's span if no statement."""
+        if statement is None:
+            return self.symbol(symbol or "").span
+        if symbol is not None:
+            self.symbol(symbol)
+        found = self.matches(symbol, statement)
+        if nth >= len(found):
+            where = symbol or "module level"
+            raise AnchorError(
+                f"statement {normalise(statement)!r} (nth={nth}) not found in {where} of {self.path}"
+                f" ({len(found)} match{'es' if len(found) != 1 else ''})"
+            )
+        return found[nth].span
+
+    def statement_at(self, line: int) -> Statement | None:
+        """The innermost statement covering ``line`` (shortest span wins)."""
+        covering = [s for s in self.statements if s.start_line <= line <= s.end_line]
+        return min(covering, key=lambda s: s.end_line - s.start_line, default=None)
+
+    def symbol_at(self, line: int) -> Symbol | None:
+        """The innermost symbol whose span covers ``line``."""
+        covering = [s for s in self.symbols.values() if s.start_line <= line <= s.end_line]
+        return min(covering, key=lambda s: s.end_line - s.start_line, default=None)
+
+    def nearest(self, symbol: str | None, statement: str, k: int = 3) -> list[Statement]:
+        """The ``k`` statements of ``symbol`` (or the whole file) most similar to ``statement``."""
+        pool = self.statements_in(symbol) if symbol in self.symbols else self.statements
+        wanted = normalise(statement)
+        ranked = sorted(pool, key=lambda s: -difflib.SequenceMatcher(None, wanted, s.text).ratio())
+        return ranked[:k]
+
+
+def load(path: Path, relpath: str | None = None) -> SourceFile:
+    """Parse a file from disk; ``relpath`` is the name used in messages (default: the path)."""
+    return parse(path.read_text(encoding="utf-8"), relpath or str(path))
+
+
+def parse(text: str, path: str = "<string>") -> SourceFile:
+    """Parse Python source text into symbols and statements."""
+    source = text.encode("utf-8")
+    tree = _parser().parse(source)
+    model = SourceFile(path=path, text=text)
+    _Walker(source, model).visit_block(tree.root_node, scope=[], in_class=False)
+    model.statements.sort(key=lambda s: (s.start_line, -s.end_line))
+    return model
+
+
+class _Walker:
+    """Walks the tree once, filling a SourceFile's symbols and statements."""
+
+    def __init__(self, source: bytes, model: SourceFile) -> None:
+        self.source = source
+        self.model = model
+
+    def text(self, node: Node) -> str:
+        return self.source[node.start_byte : node.end_byte].decode("utf-8")
+
+    def visit_block(self, node: Node, scope: list[str], in_class: bool) -> None:
+        for child in node.named_children:
+            self.visit(child, scope, in_class)
+
+    def visit(self, node: Node, scope: list[str], in_class: bool) -> None:
+        kind = node.type
+        if kind == "decorated_definition":
+            self.visit_definition(node.child_by_field_name("definition"), node, scope, in_class)
+        elif kind in _DEFINITIONS:
+            self.visit_definition(node, node, scope, in_class)
+        elif kind in _COMPOUND:
+            self.visit_compound(node, scope, in_class)
+        elif kind in ("comment", "block"):
+            if kind == "block":
+                self.visit_block(node, scope, in_class)
+        else:
+            self.add_statement(node, node.end_byte, scope)
+
+    def visit_definition(self, node: Node, outer: Node, scope: list[str], in_class: bool) -> None:
+        name = self.text(node.child_by_field_name("name"))
+        qualname = ".".join([*scope, name])
+        decorators = [c for c in outer.named_children if c.type == "decorator"]
+        is_class = node.type == "class_definition"
+        kind = "class" if is_class else ("method" if in_class else "function")
+        self.model.symbols[qualname] = Symbol(
+            qualname=qualname,
+            kind=kind,
+            def_line=node.start_point[0] + 1,
+            start_line=outer.start_point[0] + 1,
+            end_line=outer.end_point[0] + 1,
+            decorators=tuple(self.text(d).lstrip("@").strip() for d in decorators),
+            decorator_lines=tuple(d.start_point[0] + 1 for d in decorators),
+        )
+        body = node.child_by_field_name("body")
+        header_end = body.start_byte if body is not None else node.end_byte
+        self.add_statement(node, header_end, [*scope, name], header=True)
+        if body is not None:
+            self.visit_block(body, [*scope, name], in_class=is_class)
+
+    def visit_compound(self, node: Node, scope: list[str], in_class: bool) -> None:
+        body = node.child_by_field_name("body") or node.child_by_field_name("consequence")
+        blocks = [c for c in node.named_children if c.type == "block"]
+        first_block = body or (blocks[0] if blocks else None)
+        header_end = first_block.start_byte if first_block is not None else node.end_byte
+        self.add_statement(node, header_end, scope, header=True)
+        for child in node.named_children:
+            if child.type == "block":
+                self.visit_block(child, scope, in_class)
+            elif child.type in _COMPOUND:
+                self.visit_compound(child, scope, in_class)
+
+    def add_statement(self, node: Node, end_byte: int, scope: list[str], header: bool = False) -> None:
+        raw = self.source[node.start_byte : end_byte].decode("utf-8")
+        text = normalise(_strip_comments(raw, node, self.source, end_byte))
+        end_line = self.source[:end_byte].rstrip().count(b"\n") + 1
+        self.model.statements.append(
+            Statement(
+                start_line=node.start_point[0] + 1,
+                end_line=end_line,
+                text=text,
+                kind=node.type,
+                symbol=".".join(scope) or None,
+                targets=() if node.type in _DEFINITIONS else tuple(_targets(node, self.text)),
+                mutated=() if header else tuple(_mutated(node, self.text)),
+            )
+        )
+
+
+def _strip_comments(raw: str, node: Node, source: bytes, end_byte: int) -> str:
+    """Blank out comment nodes inside the statement so normalisation never sees them."""
+    cuts = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.start_byte >= end_byte:
+            continue
+        if current.type == "comment":
+            cuts.append((current.start_byte - node.start_byte, current.end_byte - node.start_byte))
+        stack.extend(current.children)
+    data = raw.encode("utf-8")
+    for start, end in sorted(cuts, reverse=True):
+        data = data[:start] + b" " + data[end:]
+    return data.decode("utf-8")
+
+
+def _targets(node: Node, text) -> list[str]:
+    """Names a statement binds: assignment left sides (tuples unpacked), for/with targets."""
+    if node.type == "expression_statement" and node.named_children:
+        node = node.named_children[0]
+    if node.type in _ASSIGNMENTS:
+        return _names(node.child_by_field_name("left"), text)
+    if node.type == "for_statement":
+        return _names(node.child_by_field_name("left"), text)
+    if node.type == "with_statement":
+        found = []
+        for alias in _descendants(node, "as_pattern_target"):
+            found.extend(_names(alias, text))
+        return found
+    return []
+
+
+def _names(node: Node | None, text) -> list[str]:
+    if node is None:
+        return []
+    if node.type in ("identifier", "attribute", "subscript"):
+        return [text(node)]
+    if node.type == "as_pattern_target":
+        return [n for c in node.named_children for n in _names(c, text)]
+    found: list[str] = []
+    for child in node.named_children:
+        found.extend(_names(child, text))
+    return found
+
+
+def _mutated(node: Node, text) -> list[str]:
+    """Receivers of in-place tensor methods (``x.mul_(…)``, ``x.float().add_(…)``'s root is not)."""
+    found = []
+    for call in _descendants(node, "call"):
+        func = call.child_by_field_name("function")
+        if func is None or func.type != "attribute":
+            continue
+        method = func.child_by_field_name("attribute")
+        receiver = func.child_by_field_name("object")
+        if method is not None and text(method).endswith("_") and not text(method).startswith("_"):
+            if receiver is not None and receiver.type == "identifier":
+                found.append(text(receiver))
+    return list(dict.fromkeys(found))
+
+
+def _descendants(node: Node, kind: str) -> list[Node]:
+    found = []
+    stack = list(node.children)
+    while stack:
+        current = stack.pop()
+        if current.type == kind:
+            found.append(current)
+        stack.extend(current.children)
+    return found

@@ -1,0 +1,87 @@
+"""`annotate vendor sync`: materialise vendor/nano-vllm from the lock's source, verified, atomically."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotate.atomic import atomic_write_bytes, swap_dir
+from annotate.errors import UserError
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock, sha256_bytes, write_lock
+from annotate.vendoring.sources import fetch
+
+CACHE_DIR = ".cache/wheels"
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What sync did: ``changed`` False means everything was in place and verified."""
+
+    changed: bool
+    files: int
+    restored: tuple[str, ...] = ()  # files that differed from the lock (hand edits, missing) and were rewritten
+    lock_updated: bool = False
+
+
+def local_hashes(vendor: Path) -> dict[str, str]:
+    """sha256 of every file under the vendor folder (vendor-relative posix paths)."""
+    if not vendor.is_dir():
+        return {}
+    return {p.relative_to(vendor).as_posix(): sha256_bytes(p.read_bytes())
+            for p in sorted(vendor.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
+    """Files whose bytes differ from what the lock records: edited, missing, or extra."""
+    have = local_hashes(vendor)
+    changed = [p for p, h in recorded.items() if have.get(p) != h]
+    extra = [p for p in have if p not in recorded]
+    return sorted(changed + extra)
+
+
+def sync(root: Path, lock: Lock | None = None) -> SyncResult:
+    """Make vendor/nano-vllm exactly what the lock's source gives; a no-op (still verified) when it is."""
+    lock_path = root / LOCK_NAME
+    lock = lock or read_lock(lock_path)
+    vendor = root / VENDOR_DIR
+    recorded = lock.source.files
+    if recorded and vendor.is_dir() and not drift(vendor, recorded):
+        return SyncResult(changed=False, files=len(recorded))
+    restored = tuple(drift(vendor, recorded)) if vendor.is_dir() and recorded else ()
+    files = fetch(lock.source, root / CACHE_DIR)
+    hashes = verify(files, lock)
+    stage(files, vendor)
+    lock_updated = not recorded
+    if lock_updated:
+        write_lock(lock_path, Lock(lock.upstream, lock.source.with_files(hashes)))
+    return SyncResult(changed=True, files=len(files), restored=restored, lock_updated=lock_updated)
+
+
+def verify(files: dict[str, bytes], lock: Lock) -> dict[str, str]:
+    """Check the fetched files against the lock; return their sha256s."""
+    missing = sorted(set(lock.upstream.files) - set(files))
+    if missing:
+        raise UserError(f"{lock.source.describe()}: lacks {missing[0]}"
+                        f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''} listed in {LOCK_NAME}; "
+                        "pin a source that has every upstream file")
+    hashes = {p: sha256_bytes(b) for p, b in files.items()}
+    if lock.source.files:
+        wrong = sorted(p for p in set(hashes) | set(lock.source.files) if hashes.get(p) != lock.source.files.get(p))
+        if wrong:
+            raise UserError(f"{lock.source.describe()}: {wrong[0]} does not match the sha256 in {LOCK_NAME}; "
+                            "the source changed under the pin: re-pin with `annotate vendor update`")
+    return hashes
+
+
+def stage(files: dict[str, bytes], vendor: Path) -> None:
+    """Write all files into a temp folder beside ``vendor``, then swap it in with renames."""
+    vendor.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{vendor.name}.tmp-", dir=vendor.parent))
+    try:
+        for rel, data in files.items():
+            atomic_write_bytes(staged / rel, data)
+        swap_dir(staged, vendor)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
