@@ -23,12 +23,10 @@ class Progress:
     def step(self, name: str, what: str = "") -> Iterator[None]:
         self.say(f"[{name}] {what or name}…")
         start = time.perf_counter()
-        try:
-            yield
-        finally:
-            took = time.perf_counter() - start
-            self.timings[name] = self.timings.get(name, 0.0) + took
-            self.say(f"[{name}] done in {took:.2f} s")
+        yield  # on an exception nothing more is printed: the error line says what went wrong
+        took = time.perf_counter() - start
+        self.timings[name] = self.timings.get(name, 0.0) + took
+        self.say(f"[{name}] done in {took:.2f} s")
 
     def breakdown(self) -> str:
         total = sum(self.timings.values()) or 1.0

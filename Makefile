@@ -1,0 +1,49 @@
+# The two commands: `make site` (the main job) and `make test`. Everything else is a step of those.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+TRACE  ?= traces/cpu
+
+.PHONY: site test install vendor trace build serve browser bench clean
+
+## site: install, materialise the vendor copy, trace on CPU, build the site into site/
+site: install vendor trace build
+
+## test: install, materialise the vendor copy, make sure Chromium is there, run the test suite
+test: install vendor browser
+	$(BIN)/python -m pytest
+
+install: $(STAMP)
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+vendor: install
+	$(BIN)/annotate vendor sync
+
+trace: install vendor
+	@if $(BIN)/annotate --help | grep -q ' trace '; then \
+	  $(BIN)/annotate trace --out $(TRACE) --if-stale; \
+	else echo "annotate trace is not available yet; skipping the trace"; fi
+
+build: install vendor
+	@if $(BIN)/annotate --help | grep -q ' build '; then $(BIN)/annotate build; \
+	else echo "annotate build is not available yet; skipping the site"; fi
+
+serve: install vendor
+	$(BIN)/annotate serve
+
+## browser: Debian's Chromium for the page tests (tools that download their own browser fail here)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	  else sudo apt-get update -q && sudo apt-get install -y -q chromium; fi; }
+
+bench: install vendor
+	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf site .cache test-artifacts

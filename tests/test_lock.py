@@ -1,0 +1,84 @@
+"""Lock I/O: facts round-trip, hashes match git, and every malformed lock is one clear error."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from annotate.errors import UserError
+from annotate.vendoring.lock import LOCK_NAME, blob_id, line_hashes, lock_from_json, read_lock, write_lock
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_committed_lock_pins_upstream_and_wheel() -> None:
+    lock = read_lock(REPO / LOCK_NAME)
+    assert lock.upstream.repo == "https://github.com/GeeeekExplorer/nano-vllm"
+    assert lock.upstream.commit == "2f214426530e2841e7d24c73ee0dfa914d62df56"
+    assert lock.source.kind == "wheel"
+    assert (lock.source.name, lock.source.version) == ("nano-vllm-fork", "20260210")
+    assert lock.source.sha256 == "05b49af60882bec08d2fb530ea23cecd529f14713fae1f9ac45f18e5638a4881"
+    assert "nanovllm/models/qwen3.py" in lock.source.files
+
+
+def test_lock_matches_shared_upstream_facts() -> None:
+    facts = REPO.parent / "shared" / "upstream" / "nano-vllm-2f214426.json"
+    if not facts.is_file():
+        pytest.skip("shared upstream facts not laid beside this checkout")
+    shared = json.loads(facts.read_text())
+    lock = read_lock(REPO / LOCK_NAME)
+    for path, f in shared["files"].items():
+        assert lock.upstream.files[path].blob == f["blob"]
+        assert list(lock.upstream.files[path].line_hashes) == f["line_sha256_16"]
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    lock = read_lock(REPO / LOCK_NAME)
+    write_lock(tmp_path / "lock.json", lock)
+    assert read_lock(tmp_path / "lock.json") == lock
+
+
+def test_blob_id_equals_git_hash_object(tmp_path: Path) -> None:
+    data = b"import torch\r\nx = 1\n\nno newline at end"
+    (tmp_path / "f").write_bytes(data)
+    expected = subprocess.run(["git", "hash-object", str(tmp_path / "f")], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    assert blob_id(data) == expected
+
+
+def test_line_hashes_exclude_line_endings() -> None:
+    assert line_hashes(b"a\nb\n") == line_hashes(b"a\r\nb")
+    assert len(line_hashes(b"a\n\n")) == 2
+    assert line_hashes(b"")== []
+
+
+def test_missing_lock(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="lock file missing"):
+        read_lock(tmp_path / "nope.json")
+
+
+def test_malformed_json_names_position(tmp_path: Path) -> None:
+    path = tmp_path / "lock.json"
+    path.write_text('{\n "format": 1,\n "upstream": {,\n}')
+    with pytest.raises(UserError, match=r"lock\.json:3:15: invalid JSON"):
+        read_lock(path)
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.pop("source"), "missing key source"),
+        (lambda d: d["upstream"].pop("commit"), "missing key upstream.commit"),
+        (lambda d: d["source"].pop("sha256"), "missing key source.sha256"),
+        (lambda d: d["source"].update(kind="ftp"), "source.kind 'ftp' is unknown"),
+        (lambda d: d.update(format=99), "lock format 99 is not supported"),
+        (lambda d: d["upstream"]["files"]["LICENSE"].pop("blob"), r"upstream.files\['LICENSE'\].blob"),
+    ],
+)
+def test_missing_keys_are_named(mutate, message: str) -> None:
+    data = json.loads((REPO / LOCK_NAME).read_text())
+    mutate(data)
+    with pytest.raises(UserError, match=message):
+        lock_from_json(data)

@@ -1,0 +1,99 @@
+"""`vendor sync`: materialise from the pinned wheel, verify, no-op when in place, restore hand edits."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from annotate.errors import UserError
+from annotate.vendoring import read_lock, sync
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, sha256_bytes
+from vendor_helpers import make_wheel
+
+pytest_plugins = ["vendor_fixtures"]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_sync_materialises_the_pinned_wheel(project: Path) -> None:
+    result = sync(project)
+    vendor = project / VENDOR_DIR
+    lock = read_lock(project / LOCK_NAME)
+    assert result.changed and result.files == len(lock.source.files)
+    assert (vendor / "LICENSE").is_file()
+    assert (vendor / "nanovllm/layers/layernorm.py").read_text().startswith("import torch")
+    for rel, sha in lock.source.files.items():
+        assert sha256_bytes((vendor / rel).read_bytes()) == sha
+    assert not [p for p in (project / "vendor").iterdir() if p.name.startswith(".nano-vllm.")]
+
+
+def test_second_sync_is_a_verified_no_op(project: Path) -> None:
+    sync(project)
+    again = sync(project)
+    assert not again.changed
+
+
+def test_hand_edit_is_restored(project: Path) -> None:
+    sync(project)
+    target = project / VENDOR_DIR / "nanovllm/layers/layernorm.py"
+    original = target.read_bytes()
+    target.write_text("# edited by hand\n")
+    (project / VENDOR_DIR / "nanovllm/extra.py").write_text("x = 1\n")
+    result = sync(project)
+    assert result.changed and set(result.restored) == {"nanovllm/layers/layernorm.py", "nanovllm/extra.py"}
+    assert target.read_bytes() == original
+    assert not (project / VENDOR_DIR / "nanovllm/extra.py").exists()
+
+
+def fake_wheel_project(project: Path, members: dict[str, bytes], **lock_changes) -> Path:
+    """Point the lock at a crafted wheel in the cache (no network needed)."""
+    data = json.loads((project / LOCK_NAME).read_text())
+    data["source"].update(name="fake-pkg", version="1", files={})
+    sha = make_wheel(project / ".cache/wheels/fake_pkg-1-py3-none-any.whl", members)
+    data["source"]["sha256"] = sha
+    data["source"].update(lock_changes)
+    (project / LOCK_NAME).write_text(json.dumps(data))
+    return project
+
+
+def test_source_missing_a_locked_file_changes_nothing(project: Path) -> None:
+    sync(project)
+    before = snapshot(project / VENDOR_DIR)
+    fake_wheel_project(project, {"nanovllm/__init__.py": b"", "LICENSE": b"MIT"})
+    lock_before = (project / LOCK_NAME).read_bytes()
+    with pytest.raises(UserError, match=r"lacks LICENSE|lacks nanovllm/"):
+        sync(project)
+    assert snapshot(project / VENDOR_DIR) == before
+    assert (project / LOCK_NAME).read_bytes() == lock_before
+
+
+def test_artifact_hash_mismatch_changes_nothing(project: Path) -> None:
+    sync(project)
+    before = snapshot(project / VENDOR_DIR)
+    fake_wheel_project(project, {"nanovllm/__init__.py": b""}, sha256="f" * 64)
+    with pytest.raises(UserError, match="hash mismatch|could not download"):
+        sync(project)
+    assert snapshot(project / VENDOR_DIR) == before
+
+
+def test_traversal_member_changes_nothing(project: Path) -> None:
+    sync(project)
+    before = snapshot(project / VENDOR_DIR)
+    fake_wheel_project(project, {"nanovllm/__init__.py": b"", "../../escape.py": b"boom"})
+    with pytest.raises(UserError, match="outside the target"):
+        sync(project)
+    assert snapshot(project / VENDOR_DIR) == before
+    assert not (project.parent / "escape.py").exists()
+
+
+def test_source_that_changed_under_the_pin_is_refused(project: Path) -> None:
+    sync(project)
+    data = json.loads((project / LOCK_NAME).read_text())
+    data["source"]["files"]["nanovllm/llm.py"] = "0" * 64
+    (project / LOCK_NAME).write_text(json.dumps(data))
+    (project / VENDOR_DIR / "nanovllm/llm.py").unlink()
+    with pytest.raises(UserError, match="does not match the sha256"):
+        sync(project)
