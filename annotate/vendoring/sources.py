@@ -126,6 +126,8 @@ def read_git(url: str, rev: str, allow_dirty: bool = True) -> GitCommit:
 
 
 def refuse_dirty(repo: Path) -> None:
+    if _git(["-C", str(repo), "rev-parse", "--is-bare-repository"], str(repo)).strip() == "true":
+        return  # a bare repository (a mirror) has no work tree that could be dirty
     status = _git(["-C", str(repo), "status", "--porcelain", "--untracked-files=no"], str(repo))
     if status.strip():
         first = status.strip().splitlines()[0]
