@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+NPM_STAMP := node_modules/.installed-stamp
 TRACE  ?= traces/cpu
 
 .PHONY: site test install vendor trace build serve browser bench clean
@@ -14,7 +15,11 @@ site: install vendor trace build
 test: install vendor browser
 	$(BIN)/python -m pytest
 
-install: $(STAMP)
+## install: the Python package (.venv) and the build-time JS tools (KaTeX, from package-lock.json)
+install: $(STAMP) $(NPM_STAMP)
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -46,4 +51,4 @@ bench: install vendor
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf site .cache test-artifacts
+	rm -rf site .cache test-artifacts node_modules

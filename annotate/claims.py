@@ -1,0 +1,210 @@
+"""Computed claims in hand-written pages: numbers produced at build time by the vendored code.
+
+Syntax (in any page under ``docs/``, outside fenced code and inline code spans)::
+
+    {{= mlp.h1024_f3072.params }}          a number computed from the vendored Qwen3MLP -> 9437184
+    {{= mlp.h1024_f3072.params:, }}        with a Python format spec            -> 9,437,184
+    {{= rmsnorm.example.output }}          a vector                             -> [0.8485, 1.1314]
+    {{= rmsnorm.example.output[1]:.6f }}   one element, six decimals            -> 1.131371
+    {{= vendor.commit_short }}             a fact from the vendor lock
+
+- Floats default to at most 4 decimals with trailing zeros dropped (``12.5``, ``3.5355``); a format
+  spec after ``:`` applies to each element of a vector. A placeholder always expands to one line,
+  so page line numbers (used by ``[[…]]`` references) do not move.
+- Claims are computed by running the vendored nano-vllm (see :mod:`annotate.lesson`) and checked
+  against formulas computed independently; a claim that no longer holds, an unknown claim or a bad
+  placeholder is one :class:`UserError` line naming the page, the line and the claim.
+- Pages without placeholders cost nothing: neither the computation nor torch is touched.
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from annotate.errors import UserError
+
+DOCS_DIR = "docs"
+_PLACEHOLDER = re.compile(r"\{\{=(?P<body>.*?)\}\}")
+_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?P<index>(?:\[\d+\])*)$")
+_INDEX = re.compile(r"\[(\d+)\]")
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+
+
+class ClaimError(UserError):
+    """A placeholder that cannot be parsed, names no claim, or whose claim no longer holds."""
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """One ``{{= … }}`` on a page."""
+
+    raw: str  # the whole placeholder text
+    page: str  # docs-relative page path
+    line: int  # 1-based line on the page
+    name: str  # claim name
+    index: tuple[int, ...] = ()  # element indices, outermost first
+    spec: str = ""  # format spec ("" = default)
+
+    @property
+    def where(self) -> str:
+        return f"{DOCS_DIR}/{self.page}:{self.line}"
+
+
+# ---------------------------------------------------------------- finding placeholders
+
+def parse(raw: str, body: str, page: str, line: int) -> Placeholder:
+    """The placeholder for ``{{=body}}``, or a ClaimError saying how to write it."""
+    text, _, spec = body.strip().partition(":")
+    m = _NAME.match(text.strip())
+    if not m:
+        raise ClaimError(f"{DOCS_DIR}/{page}:{line}: placeholder {raw} is not `{{{{= family.claim[index]:spec }}}}`; "
+                         "write a claim name such as `{{= rmsnorm.example.rms }}`")
+    index = tuple(int(i) for i in _INDEX.findall(m.group("index")))
+    return Placeholder(raw, page, line, m.group("name"), index, spec.strip())
+
+
+def _prose_lines(markdown: str) -> Iterator[tuple[int, str]]:
+    """(line number, text with inline code blanked) for lines outside fenced code blocks."""
+    fence = None
+    for number, text in enumerate(markdown.split("\n"), start=1):
+        m = _FENCE.match(text)
+        if fence is None and m:
+            fence = m.group(1)
+            continue
+        if fence is not None:
+            stripped = text.strip()
+            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
+                fence = None
+            continue
+        yield number, _CODE_SPAN.sub(lambda c: "\0" * len(c.group(0)), text)
+
+
+def find(markdown: str, page: str) -> list[Placeholder]:
+    """Every placeholder on a page (ClaimError on the first malformed one)."""
+    return [parse(m.group(0), m.group("body"), page, number)
+            for number, text in _prose_lines(markdown) for m in _PLACEHOLDER.finditer(text)]
+
+
+# ---------------------------------------------------------------- values and formatting
+
+def _pick(value: object, index: tuple[int, ...], ph: Placeholder) -> object:
+    for i in index:
+        if not isinstance(value, list) or i >= len(value):
+            size = len(value) if isinstance(value, list) else "not a vector"
+            raise ClaimError(f"{ph.where}: claim {ph.raw}: index [{i}] out of range ({size}); "
+                             f"use an index below the claim's length")
+        value = value[i]
+    return value
+
+
+def format_value(value: object, spec: str = "") -> str:
+    """One line of text for a claim value; vectors as ``[a, b]``, matrices as ``[a, b]; [c, d]``."""
+    if isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):
+            return "; ".join(format_value(v, spec) for v in value)
+        return "[" + ", ".join(format_value(v, spec) for v in value) + "]"
+    if spec:
+        return format(value, spec)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        text = f"{value:.4f}".rstrip("0").rstrip(".")
+        return "0" if text == "-0" else text
+    return str(value)
+
+
+def _value(ph: Placeholder, table: object) -> str:
+    """The text for one placeholder, or a ClaimError saying what went wrong."""
+    from annotate.lesson.table import Table
+
+    assert isinstance(table, Table)
+    claim = table.claims.get(ph.name)
+    if claim is None:
+        if (why := table.failure(ph.name)) is not None:
+            raise ClaimError(f"{ph.where}: claim {ph.name} could not be computed from the vendored code ({why}); "
+                             "fix the lesson text or the claim in annotate/lesson/")
+        near = table.suggest(ph.name)
+        hint = f"did you mean {', '.join(near)}?" if near else "`annotate.claims.known(root)` lists them"
+        raise ClaimError(f"{ph.where}: unknown claim {ph.name}; {hint}")
+    if claim.problem:
+        raise ClaimError(f"{ph.where}: claim {ph.name} no longer holds: {claim.problem}; the vendored code "
+                         "changed — update the lesson text and its check in annotate/lesson/")
+    try:
+        return format_value(_pick(claim.value, ph.index, ph), ph.spec)
+    except ValueError as exc:
+        raise ClaimError(f"{ph.where}: claim {ph.raw}: bad format spec {ph.spec!r} ({exc})") from None
+
+
+# ---------------------------------------------------------------- the API the plugin calls
+
+def expand(markdown: str, page: str, root: Path, *, strict: bool = True) -> str:
+    """Replace every ``{{= claim }}`` on ``page`` by its computed value.
+
+    ``page`` is the docs-relative path (MkDocs' ``page.file.src_uri``), ``root`` the project root.
+    Strict: the first problem raises ClaimError (a UserError), one line naming page:line and claim.
+    Not strict: a problem renders as a visible marker whose tooltip says what is wrong.
+    """
+    if "{{=" not in markdown:
+        return markdown
+    found = find(markdown, page)
+    if not found:
+        return markdown
+    from annotate.lesson.table import load
+
+    table = load(root)
+    lines = markdown.split("\n")
+    for ph in found:
+        try:
+            text = _value(ph, table)
+        except ClaimError as exc:
+            if strict:
+                raise
+            text = f'<span class="an-claim-broken" title="{html.escape(str(exc))}">⚠ {html.escape(ph.name)}</span>'
+        lines[ph.line - 1] = _replace_outside_code(lines[ph.line - 1], ph.raw, text)
+    return "\n".join(lines)
+
+
+def problems(markdown: str, page: str, root: Path) -> list[str]:
+    """Every problem on a page, one line each (empty when all claims hold)."""
+    try:
+        found = find(markdown, page)
+    except ClaimError as exc:
+        return [str(exc)]
+    if not found:
+        return []
+    from annotate.lesson.table import load
+
+    table, out = load(root), []
+    for ph in found:
+        try:
+            _value(ph, table)
+        except ClaimError as exc:
+            out.append(str(exc))
+    return out
+
+
+def scan_docs(root: Path) -> list[str]:
+    """Problems of every hand-written page under ``docs/`` (for `annotate check`)."""
+    docs = root / DOCS_DIR
+    out: list[str] = []
+    for page in sorted(docs.rglob("*.md")) if docs.is_dir() else []:
+        out += problems(page.read_text(encoding="utf-8"), page.relative_to(docs).as_posix(), root)
+    return out
+
+
+def known(root: Path) -> dict[str, str]:
+    """Claim name -> its description (what it is and where it comes from)."""
+    from annotate.lesson.table import load
+
+    return {name: claim.what for name, claim in sorted(load(root).claims.items())}
+
+
+def _replace_outside_code(text: str, raw: str, new: str) -> str:
+    """Replace the first occurrence of ``raw`` that is not inside a code span."""
+    masked = _CODE_SPAN.sub(lambda c: "\0" * len(c.group(0)), text)
+    at = masked.find(raw)
+    return text if at < 0 else text[:at] + new + text[at + len(raw):]

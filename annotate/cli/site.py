@@ -1,0 +1,118 @@
+"""`annotate check | build | serve`: argument parsing and progress; the work is in notes/pages/plugin."""
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from annotate.errors import UserError
+from annotate.progress import Progress
+
+CONFIG = "mkdocs.yml"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    check = sub.add_parser("check", help="resolve every note and prose reference against the vendored code",
+                           description="One line per note and prose reference: file, entry, and exact / moved / "
+                           "changed (with the nearest statements) / vanished. Also vets every formula with KaTeX.")
+    check.add_argument("--strict", action="store_true", help="exit 1 if anything is changed or vanished")
+    check.add_argument("--no-math", action="store_true", help="skip the KaTeX check of the notes' formulas")
+    check.set_defaults(func=run_check)
+
+    build = sub.add_parser("build", help="build the site into site/ (strict by default)",
+                           description="Run `mkdocs build` with mkdocs.yml into a temp folder and swap it into "
+                           "place, so site/ is never half-written. Strict by default: an unresolved note or "
+                           "reference, bad LaTeX or any MkDocs warning fails the build.")
+    build.add_argument("--no-strict", dest="strict", action="store_false", help="warn instead of failing")
+    build.add_argument("--site-dir", type=Path, default=None, help="output folder (default: site/)")
+    build.set_defaults(func=run_build, strict=True)
+
+    serve = sub.add_parser("serve", help="serve the site with live reload (watches vendor/, notes/, traces/)")
+    serve.add_argument("--dev-addr", default="127.0.0.1:8000", help="address to listen on")
+    serve.set_defaults(func=run_serve)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from annotate import notes
+    from annotate.render.katex import shared
+
+    math_check = None if args.no_math else shared(args.root).check
+    report = notes.check(args.root, math_check=math_check)
+    print(report.render())
+    return 1 if args.strict and not report.ok else 0
+
+
+def run_build(args: argparse.Namespace) -> int:
+    root: Path = args.root.resolve()
+    target = (args.site_dir or root / "site").resolve()
+    progress = Progress()
+    with progress.step("build", f"mkdocs build{' --strict' if args.strict else ''} → {target}"):
+        build_site(root, target, strict=args.strict)
+    return 0
+
+
+def build_site(root: Path, target: Path, strict: bool = True) -> None:
+    """Build into a sibling temp folder, then swap it in; on any failure ``target`` is untouched."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import Abort, ConfigurationError, PluginError
+
+    from annotate.atomic import swap_dir
+
+    config_file = root / CONFIG
+    if not config_file.is_file():
+        raise UserError(f"{config_file}: missing; restore it with `git checkout -- {CONFIG}`")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    log = _MkDocsLog()
+    try:
+        config = load_config(str(config_file), strict=strict, site_dir=str(staged))
+        build(config)
+    except (Abort, ConfigurationError, PluginError) as exc:
+        raise UserError("\n".join(log.errors) or f"build failed: {exc}; see the warnings above") from None
+    else:
+        swap_dir(staged, target)
+    finally:
+        log.close()
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)
+
+
+class _MkDocsLog(logging.Handler):
+    """MkDocs' warnings on stderr, one line each; its errors kept for the one error message we print.
+
+    MkDocs' CLI installs such a handler; its Python API does not, and it turns a plugin's error
+    into a generic "Aborted with a BuildError!" whose real message only goes to the log.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.errors: list[str] = []
+        logging.getLogger("mkdocs").addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR:
+            self.errors.append(message)
+        else:
+            print(f"WARNING - {message}", file=sys.stderr)
+
+    def close(self) -> None:
+        logging.getLogger("mkdocs").removeHandler(self)
+        super().close()
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from mkdocs.commands.serve import serve
+
+    config_file = args.root.resolve() / CONFIG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)-7s -  %(message)s"))
+    logger = logging.getLogger("mkdocs")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    serve(config_file=str(config_file), dev_addr=args.dev_addr, livereload=True)
+    return 0

@@ -1,0 +1,104 @@
+"""Where computed claims live between builds, and how they are (re)computed.
+
+The key is a sha256 over the vendored files the computation imports (every ``.py`` under
+``vendor/nano-vllm/nanovllm``: the families import ``qwen3.py``, which imports all the layers), the
+claim code itself (``annotate/lesson/*.py``) and the installed torch version. The result is stored
+as ``.cache/claims-<key>.json`` under the project root, written atomically. Any edit to a vendored
+file gives a new key, so a stale number is never served.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from annotate.atomic import atomic_write_text
+from annotate.errors import UserError
+
+CACHE_DIR = ".cache"
+VENDOR_PACKAGE = Path("vendor") / "nano-vllm" / "nanovllm"
+FORMAT = 1
+TIMEOUT_S = 300
+
+
+def involved_files(root: Path) -> list[Path]:
+    """The vendored sources the computation imports, sorted (UserError when the vendor is missing)."""
+    package = root / VENDOR_PACKAGE
+    files = sorted(package.rglob("*.py")) if package.is_dir() else []
+    if not files:
+        raise UserError(f"{package}: vendored nano-vllm is missing, so the lesson's numbers cannot be "
+                        "computed; run `annotate vendor sync` first")
+    return files
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _torch_version() -> str:
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def cache_key(root: Path) -> str:
+    """sha256 over (path, sha256) of the involved vendored files, the claim code and torch's version."""
+    h = hashlib.sha256(f"annotate-claims {FORMAT} torch {_torch_version()}\n".encode())
+    for path in involved_files(root):
+        h.update(f"vendor {path.relative_to(root).as_posix()} {_sha256(path)}\n".encode())
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f"code {path.name} {_sha256(path)}\n".encode())
+    return h.hexdigest()
+
+
+def cache_path(root: Path, key: str) -> Path:
+    return root / CACHE_DIR / f"claims-{key}.json"
+
+
+def read_cached(path: Path) -> dict[str, Any] | None:
+    """The cached result, or None when absent or unreadable (it is then recomputed)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def run_child(root: Path) -> dict[str, Any]:
+    """Run :mod:`annotate.lesson.compute` in a fresh interpreter and return its JSON."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="annotate-claims-") as tmp:
+        out = Path(tmp) / "claims.json"
+        cmd = [sys.executable, "-m", "annotate.lesson.compute", str(root.resolve()), str(out)]
+        try:
+            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"{root / VENDOR_PACKAGE}: computing the lesson's claims took over {TIMEOUT_S} s; "
+                            "run `python -m annotate.lesson.compute . out.json` to see why") from None
+        if proc.returncode != 0 or not out.is_file():
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"{root / VENDOR_PACKAGE}: computing the lesson's claims failed ({tail}); "
+                            "run `python -m annotate.lesson.compute . out.json` to see the traceback")
+        data = json.loads(out.read_text(encoding="utf-8"))
+    data["format"] = FORMAT
+    return data
+
+
+def load(root: Path) -> tuple[str, dict[str, Any]]:
+    """(key, computed result) from the cache, computing and caching it on a miss."""
+    key = cache_key(root)
+    path = cache_path(root, key)
+    data = read_cached(path)
+    if data is None:
+        data = run_child(root)
+        atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1))
+    return key, data

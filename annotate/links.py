@@ -1,0 +1,57 @@
+"""Where a vendored line lives on the site and upstream: page paths and pinned permalinks.
+
+Every upstream link goes through the line map (:func:`annotate.vendoring.line_map`): a local line
+with an upstream counterpart links to that upstream line at the pinned full commit; a span with
+any local-only line gets no permalink, and callers say so on the page.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotate.vendoring import LOCK_NAME, LineMap, Lock, line_map, read_lock
+
+SOURCE_DIR = "source"
+LOCAL_ONLY = "local-only: this line is not in the pinned upstream file, so it has no upstream permalink"
+
+
+def page_src_uri(path: str) -> str:
+    """Docs-relative Markdown path of a vendored file's page: ``source/nanovllm/layers/layernorm.py.md``."""
+    return f"{SOURCE_DIR}/{path}.md"
+
+
+def page_anchor(start: int, end: int | None = None) -> str:
+    """The line anchor the page understands: ``#L36`` or ``#L28-L40``."""
+    return f"#L{start}" if end is None or end == start else f"#L{start}-L{end}"
+
+
+def relative(from_src_uri: str, to_src_uri: str) -> str:
+    """A Markdown link from one docs page to another (MkDocs rewrites .md links to pages)."""
+    return posixpath.relpath(to_src_uri, posixpath.dirname(from_src_uri) or ".")
+
+
+@dataclass
+class Links:
+    """Line maps and the lock of one project, loaded once."""
+
+    root: Path
+    lock: Lock | None = None
+    maps: dict[str, LineMap] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.lock is None:
+            self.lock = read_lock(self.root / LOCK_NAME)
+
+    def line_map(self, path: str) -> LineMap:
+        if path not in self.maps:
+            self.maps[path] = line_map(self.root, path, self.lock)
+        return self.maps[path]
+
+    def permalink(self, path: str, start: int, end: int | None = None) -> str | None:
+        """Upstream permalink for local lines start..end, or None when any of them is local-only."""
+        assert self.lock is not None
+        if path not in self.lock.upstream.files:
+            return None
+        span = self.line_map(path).upstream_span(start, end or start)
+        return None if span is None else self.lock.upstream.permalink(path, *span)

@@ -1,0 +1,98 @@
+"""The whole generated part of the site, independent of MkDocs: source pages + index + problems.
+
+The plugin calls :func:`generate` from ``on_files``; the benchmark and the tests call it directly.
+Notes that do not resolve (changed / vanished) are left off the page and listed in ``problems``;
+the caller decides whether that fails the build (strict) or only warns.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from annotate.errors import UserError
+from annotate.links import Links, page_src_uri
+from annotate.notes import CheckEntry, NotesFile, Sources, load_all, resolve_notes, vendored_files, vet_math
+from annotate.pages.extras import LineExtras
+from annotate.pages.index import INDEX_URI, render_index
+from annotate.pages.prose import split_math
+from annotate.pages.source_page import MathFn, PageInput, PlacedNote, render_page
+from annotate.render.katex import MathError
+
+
+@dataclass
+class Generated:
+    """Generated pages (docs-relative path -> Markdown) and the notes that did not resolve."""
+
+    pages: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def page_paths(root: Path, only: Sequence[str] | None = None) -> list[str]:
+    """The vendored Python files that get a page (``only`` limits them, e.g. for the benchmark)."""
+    paths = [p for p in vendored_files(root) if p.endswith(".py")]
+    return [p for p in paths if only is None or p in only]
+
+
+def generate(root: Path, math: MathFn, math_check, extras: Sequence[LineExtras] = (),
+             only: Sequence[str] | None = None, links: Links | None = None,
+             ranges: dict[str, set[tuple[int, int]]] | None = None,
+             prefetch: Callable[[list[tuple[str, bool]]], None] | None = None) -> Generated:
+    """Load and vet the notes, resolve them, and render every page.
+
+    ``ranges`` (path -> line ranges that prose links to) become real anchors on the pages, so
+    MkDocs' link validation knows ``#L28-L40`` exists. ``prefetch`` (e.g. ``Katex.prefetch``)
+    renders every formula of the notes in one round trip before the pages ask for them one by one.
+    """
+    files = load_all(root)
+    if prefetch is not None:
+        prefetch(formulas(files))
+    vet_math(files, math_check)
+    links = links or Links(root)
+    sources = Sources(root)
+    by_path = {f.path: f for f in files}
+    result = Generated()
+    placed: dict[str, list[PlacedNote]] = {}
+    for note, resolution in resolve_notes(files, sources):
+        if resolution.ok:
+            placed.setdefault(note.anchor.path, []).append(PlacedNote.of(note, resolution))
+        else:
+            result.problems.append(CheckEntry(resolution).line())
+    paths = page_paths(root, only)
+    for path in paths:
+        source = sources.get(path)
+        assert source is not None
+        notes_file = by_path.get(path)
+        page = PageInput(source, placed.get(path, []), links, _guard(math, notes_file),
+                         notes_file.intro if notes_file else {}, extras, sorted((ranges or {}).get(path, ())))
+        result.pages[page_src_uri(path)] = render_page(page)
+    if only is None:
+        counts = {p: len(placed.get(p, [])) for p in paths}
+        result.pages[INDEX_URI] = render_index(paths, counts, links)
+    return result
+
+
+def formulas(files: list[NotesFile]) -> list[tuple[str, bool]]:
+    """Every (LaTeX, display) the notes will ask for: math, vars (checked as display, shown inline), prose."""
+    found: list[tuple[str, bool]] = []
+    for f in files:
+        texts = list(f.intro.values())
+        for note in f.notes:
+            found += [(note.math, True)] if note.math else []
+            found += [(v, d) for v in note.vars.values() for d in (True, False)]
+            texts += [note.zh, note.en]
+        found += [(tex, False) for text in texts for tex in split_math(text)[1]]
+    return found
+
+
+def _guard(math: MathFn, notes_file: NotesFile | None) -> MathFn:
+    """Turn a KaTeX failure inside prose into one line naming the notes file."""
+    where = notes_file.notes_path if notes_file else "page"
+
+    def render(tex: str, display: bool) -> str:
+        try:
+            return math(tex, display)
+        except MathError as exc:
+            raise UserError(f"{where}: inline math ${tex}$: {exc}; fix the LaTeX") from None
+
+    return render

@@ -1,0 +1,30 @@
+"""The generated ``source/index.md``: every vendored file, its state against upstream, its notes."""
+from __future__ import annotations
+
+from annotate.links import Links, page_src_uri, relative
+from annotate.vendoring.linemap import format_ranges
+
+INDEX_URI = "source/index.md"
+
+
+def render_index(paths: list[str], notes_count: dict[str, int], links: Links) -> str:
+    """A table: file (linked), upstream state, number of notes."""
+    rows = ["| 文件 File | 与上游 vs upstream | 注释 Notes |", "| --- | --- | --- |"]
+    for path in paths:
+        rows.append(f"| [`{path}`]({relative(INDEX_URI, page_src_uri(path))}) | {_state(path, links)} "
+                    f"| {notes_count.get(path, 0) or ''} |")
+    return ("---\ntitle: 源码 Source files\n---\n# 源码 Source files\n\n"
+            "每个文件都按本地行号完整展示；有注释的行下方是数学注释。"
+            "Each file is shown whole with its local line numbers; annotated lines carry math notes.\n\n"
+            + "\n".join(rows) + "\n")
+
+
+def _state(path: str, links: Links) -> str:
+    assert links.lock is not None
+    if path not in links.lock.upstream.files:
+        return "local-only file"
+    lmap = links.line_map(path)
+    if lmap.identical:
+        return "identical"
+    local = lmap.local_only()
+    return f"local-only lines {format_ranges(local)}" if local else "same lines, other bytes"

@@ -1,0 +1,218 @@
+"""One vendored file -> the Markdown of its page: banner, symbols, code rows, notes, data blob.
+
+The page shows the whole file with its own local line numbers. Each code line is a row with
+``id="L<n>"`` (so ``#L36`` works without script) and ``data-line``; each resolved note is a card
+placed right under its statement (or above its symbol), always visible, so it reads on a phone
+without hovering. The HTML contains no blank line, so Markdown passes it through untouched.
+"""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from annotate.anchors import Resolution
+from annotate.links import LOCAL_ONLY, Links, page_anchor
+from annotate.notes import Note
+from annotate.pages.extras import LineExtras
+from annotate.pages.highlight import highlight_lines
+from annotate.pages.prose import render_prose
+from annotate.source import SourceFile
+from annotate.vendoring.linemap import format_ranges
+
+MathFn = Callable[[str, bool], str]  # (tex, display) -> HTML; raises on bad LaTeX
+
+
+@dataclass(frozen=True)
+class PlacedNote:
+    """A resolved note and where it goes: after ``end`` (statement) or before ``start`` (symbol)."""
+
+    note: Note
+    start: int
+    end: int
+
+    @classmethod
+    def of(cls, note: Note, resolution: Resolution) -> PlacedNote:
+        start, end = resolution.span  # type: ignore[misc]
+        return cls(note, start, end)
+
+    @property
+    def slot(self) -> tuple[int, str]:
+        """(line, 'before'|'after'): where the card is drawn."""
+        return (self.start, "before") if self.note.on_symbol else (self.end, "after")
+
+
+@dataclass
+class PageInput:
+    """Everything one page needs; built by the plugin (or a test) from the project."""
+
+    source: SourceFile
+    notes: Sequence[PlacedNote]
+    links: Links
+    math: MathFn
+    intro: dict[str, str] = field(default_factory=dict)
+    extras: Sequence[LineExtras] = ()
+    ranges: Sequence[tuple[int, int]] = ()  # line ranges linked from elsewhere: get an `id="L28-L40"`
+
+
+def render_page(page: PageInput) -> str:
+    """The page's Markdown text."""
+    path = page.source.path
+    parts = [f"---\ntitle: {path.rsplit('/', 1)[-1]}\nhide:\n  - toc\n---\n", f"# {path}\n", banner(page), ""]
+    if page.intro:
+        parts += [_texts(page.intro, page.math, "an-intro"), ""]
+    parts += [symbols_table(page), "", code(page), "", data_blob(page), ""]
+    return "\n".join(parts)
+
+
+def banner(page: PageInput) -> str:
+    """Provenance: where the copy comes from, the upstream pin and date, identical or not."""
+    lock = page.links.lock
+    assert lock is not None
+    up, path = lock.upstream, page.source.path
+    commit_link = f"{up.repo.rstrip('/')}/blob/{up.commit}/{path}"
+    if path not in up.files:
+        state = "本地独有文件，上游没有 — local-only file: not in the pinned upstream commit, no permalinks"
+    else:
+        lmap = page.links.line_map(path)
+        local = lmap.local_only()
+        state = ("与上游逐字节相同 — identical to upstream (same git blob)" if lmap.identical else
+                 f"与上游不同：本地独有行 {format_ranges(local)} 没有上游链接 — differs from upstream: "
+                 f"local-only lines {format_ranges(local)} have no upstream permalink" if local else
+                 "与上游行内容相同，字节不同 — same lines as upstream, other bytes (line endings)")
+    date = up.committed[:10]
+    return ('<div class="an-banner">'
+            f'<div><b>来源 Source</b> {html.escape(lock.source.describe())}</div>'
+            f'<div><b>上游 Upstream</b> <a href="{html.escape(commit_link)}" title="{up.commit}">'
+            f'{html.escape(_repo_name(up.repo))} @ <code>{up.commit[:10]}</code></a> ({date})</div>'
+            f'<div class="an-state"><b>状态 State</b> {html.escape(state)}</div></div>')
+
+
+def _repo_name(url: str) -> str:
+    return "/".join(url.rstrip("/").split("/")[-2:])
+
+
+def symbols_table(page: PageInput) -> str:
+    """Every class and function with its local lines and its upstream permalink."""
+    rows = []
+    for sym in sorted(page.source.symbols.values(), key=lambda s: s.start_line):
+        a, b = sym.span
+        link = page.links.permalink(page.source.path, a, b)
+        up = (f'<a class="an-upstream" href="{html.escape(link)}">upstream ↗</a>' if link else
+              f'<span class="an-local" title="{html.escape(LOCAL_ONLY)}">local-only</span>')
+        rows.append(f'<tr><td><a href="{page_anchor(a, b)}"><code>{html.escape(sym.qualname)}</code></a></td>'
+                    f'<td>{sym.kind}</td><td>{a}–{b}</td><td>{up}</td></tr>')
+    return ('<details class="an-symbols"><summary>符号与上游链接 Symbols and upstream permalinks '
+            f'({len(rows)})</summary><table><thead><tr><th>symbol</th><th>kind</th><th>lines</th>'
+            f'<th>upstream</th></tr></thead><tbody>{"".join(rows)}</tbody></table></details>')
+
+
+def code(page: PageInput) -> str:
+    """The whole file as rows, cut into segments around the note cards."""
+    path = page.source.path
+    html_lines = highlight_lines(page.source.text)
+    cards = _cards_by_slot(page)
+    marks = _marks(page.notes)
+    out, segment = [f'<div class="an-source highlight" data-path="{html.escape(path)}">'], []
+    for number, line_html in enumerate(html_lines, start=1):
+        before = cards.get((number, "before"), [])
+        if before:
+            out += _flush(segment) + before
+        segment += [f'<span class="an-range" id="L{a}-L{b}"></span>' for a, b in sorted(set(page.ranges))
+                    if a == number and b > a]
+        segment.append(row(page, number, line_html, marks.get(number, ())))
+        after = [x for x in (e.line_html(path, number) for e in page.extras) if x]
+        after += cards.get((number, "after"), [])
+        if after:  # extras (values panels) and note cards sit between code segments, at page width
+            out += _flush(segment) + after
+    out += _flush(segment) + ["</div>"]
+    return "".join(out)
+
+
+def _flush(segment: list[str]) -> list[str]:
+    if not segment:
+        return []
+    block = ['<div class="an-seg"><div class="an-seg-inner">', *segment, "</div></div>"]
+    segment.clear()
+    return block
+
+
+def _marks(notes: Sequence[PlacedNote]) -> dict[int, tuple[int, ...]]:
+    """Line -> indexes of the notes that line carries a marker for (a statement's first line)."""
+    marks: dict[int, tuple[int, ...]] = {}
+    for placed in notes:
+        if not placed.note.on_symbol:
+            marks[placed.start] = marks.get(placed.start, ()) + (placed.note.index,)
+    return marks
+
+
+def row(page: PageInput, number: int, line_html: str, marks: tuple[int, ...] = ()) -> str:
+    """One code line: its number (a link to itself), its highlighted text, markers of its notes."""
+    path = page.source.path
+    upstream = page.links.line_map(path).upstream_line(number) if path in page.links.lock.upstream.files else None
+    classes = "an-row" + (" an-noted" if marks else "") + (" an-local" if upstream is None else "")
+    attrs = f' data-upstream="{upstream}"' if upstream else f' title="{html.escape(LOCAL_ONLY)}"'
+    mark = "".join(f'<a class="an-mark" href="#note-{i}" aria-label="note {i}" title="注释 note {i}">✎</a>'
+                   for i in marks)
+    return (f'<div class="{classes}" id="L{number}" data-line="{number}"{attrs}>'
+            f'<a class="an-ln" href="#L{number}" aria-label="line {number}">{number}</a>'
+            f'<code class="an-code">{line_html or " "}{mark}</code></div>')
+
+
+def _cards_by_slot(page: PageInput) -> dict[tuple[int, str], list[str]]:
+    cards: dict[tuple[int, str], list[str]] = {}
+    for placed in sorted(page.notes, key=lambda n: (n.start, n.end)):
+        cards.setdefault(placed.slot, []).append(card(page, placed))
+    return cards
+
+
+def card(page: PageInput, placed: PlacedNote) -> str:
+    """A note card: where it points, the upstream permalink, the math, the variables, zh then en."""
+    note, path = placed.note, page.source.path
+    a, b = placed.start, placed.end
+    lines = f"L{a}" if a == b else f"L{a}–{b}"
+    link = page.links.permalink(path, a, b)
+    up = (f'<a class="an-upstream" href="{html.escape(link)}" title="upstream at the pinned commit">upstream ↗</a>'
+          if link else f'<span class="an-local" title="{html.escape(LOCAL_ONLY)}">local-only: no upstream permalink</span>')
+    head = (f'<div class="an-note-head"><a class="an-note-lines" href="{page_anchor(a, b)}">{lines}</a>'
+            f'<code>{html.escape(note.anchor.symbol or "")}</code>{up}</div>')
+    body = [head]
+    if note.math:
+        body.append(f'<div class="an-math">{page.math(note.math, True)}</div>')
+    if note.vars:
+        items = "".join(f'<li><code>{html.escape(k)}</code> ≡ {page.math(v, False)}</li>' for k, v in note.vars.items())
+        body.append(f'<ul class="an-vars" title="math variable each code variable holds after this line">{items}</ul>')
+    body.append(_texts({"zh": note.zh, "en": note.en}, page.math, ""))
+    kind = "an-note an-note-symbol" if note.on_symbol else "an-note"
+    return (f'<aside class="{kind}" id="note-{note.index}" data-start="{a}" data-end="{b}" '
+            f'data-symbol="{html.escape(note.anchor.symbol or "")}">{"".join(body)}</aside>')
+
+
+def _texts(texts: dict[str, str], math: MathFn, css: str) -> str:
+    """Chinese first and always shown; English in a disclosure right below (open on wide screens)."""
+    inline = lambda tex: math(tex, False)  # noqa: E731 - a one-line adapter
+    out = []
+    if texts.get("zh"):
+        out.append(f'<div class="an-zh" lang="zh-CN">{render_prose(texts["zh"], inline)}</div>')
+    if texts.get("en"):
+        out.append(f'<details class="an-en" lang="en"><summary>English</summary>'
+                   f'{render_prose(texts["en"], inline)}</details>')
+    inner = "".join(out).replace("\n", "")
+    return f'<div class="{css}">{inner}</div>' if css else inner
+
+
+def data_blob(page: PageInput) -> str:
+    """The page's JSON data (path, pin, notes with their lines and vars) plus the providers' keys."""
+    lock = page.links.lock
+    data: dict[str, Any] = {
+        "path": page.source.path,
+        "lines": len(page.source.lines),
+        "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.commit} if lock else None,
+        "notes": [{"id": f"note-{n.note.index}", "symbol": n.note.anchor.symbol, "start": n.start, "end": n.end,
+                   "vars": n.note.vars} for n in page.notes],
+    }
+    for extra in page.extras:
+        data.update(extra.page_data(page.source.path))
+    text = json.dumps(data, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
+    return f'<script type="application/json" id="an-page-data">{text}</script>'

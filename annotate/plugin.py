@@ -1,0 +1,146 @@
+"""MkDocs plugin ``annotate``: generates the source pages, resolves prose references, renders math.
+
+Thin glue: the work is in :mod:`annotate.pages` (pages), :mod:`annotate.references` (prose
+references) and :mod:`annotate.render.katex` (server-side math). Hooks:
+
+- ``on_files``: vet notes and math, generate ``source/**`` pages and KaTeX's CSS/fonts; resolve every
+  prose reference of the hand-written pages; in strict mode any unresolved note or reference
+  fails the build before anything is written (one line each).
+- ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink).
+- ``on_page_content``: render arithmatex's ``$…$`` / ``$$…$$`` spans with KaTeX at build time.
+- ``on_serve``: also watch ``vendor/``, ``notes/`` and ``traces/``.
+"""
+from __future__ import annotations
+
+import html
+import importlib
+import logging
+import re
+from pathlib import Path
+
+from mkdocs.config import config_options as opt
+from mkdocs.config.base import Config
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import BasePlugin
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+from annotate import references
+from annotate.anchors import Resolution, resolve
+from annotate.errors import UserError
+from annotate.links import Links
+from annotate.notes import Sources, vendored_files
+from annotate.pages import extras
+from annotate.pages.generate import generate
+from annotate.render.assets import site_assets
+from annotate.render.katex import Katex, MathError, shared
+
+log = logging.getLogger("mkdocs.plugins.annotate")
+WATCHED = ("vendor", "notes", "traces")
+_ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
+
+
+class AnnotateConfig(Config):
+    root = opt.Type(str, default=".")  # project root, relative to mkdocs.yml
+
+
+class AnnotatePlugin(BasePlugin[AnnotateConfig]):
+    """See the module docstring."""
+
+    def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
+        self.root = (Path(config.config_file_path).parent / self.config.root).resolve()
+        self.strict = bool(config.strict)
+        self.katex: Katex = shared(self.root)
+        self.resolved: dict[str, list[tuple[references.Reference, Resolution]]] = {}  # page -> its references
+        return config
+
+    def on_files(self, files: Files, config: MkDocsConfig) -> Files:
+        try:
+            self.links = Links(self.root)
+            ref_problems = self._resolve_references(files)
+            site = generate(self.root, self._math, self.katex.check, extras.providers(self.root), links=self.links,
+                            ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
+            problems = site.problems + ref_problems
+            assets = site_assets(self.root)
+        except UserError as exc:
+            raise PluginError(str(exc)) from None
+        self._report(problems)
+        for uri, text in site.pages.items():
+            files.append(File.generated(config, uri, content=text))
+        for uri, path in assets.items():
+            files.append(File.generated(config, uri, abs_src_path=str(path)))
+        return files
+
+    def _math(self, tex: str, display: bool) -> str:
+        return self.katex.render(tex, display)
+
+    def _resolve_references(self, files: Files) -> list[str]:
+        """Resolve every ``[[…]]`` on the hand-written pages now, so problems fail early."""
+        vendored, sources, problems = vendored_files(self.root), Sources(self.root), []
+        self.resolved = {}
+        for file in files.documentation_pages():
+            for ref in references.find(file.content_string, file.src_uri, vendored):
+                resolution = resolve(ref.anchor, sources.get(ref.anchor.path))
+                self.resolved.setdefault(file.src_uri, []).append((ref, resolution))
+                if not resolution.ok:
+                    problems.append(references.unresolved_message(ref, resolution))
+        return problems
+
+    def _referenced_ranges(self) -> dict[str, set[tuple[int, int]]]:
+        """Path -> multi-line spans that prose references link to (they need an anchor id)."""
+        ranges: dict[str, set[tuple[int, int]]] = {}
+        for ref, resolution in (pair for pairs in self.resolved.values() for pair in pairs):
+            if resolution.ok and resolution.span and resolution.span[1] > resolution.span[0]:
+                ranges.setdefault(ref.anchor.path, set()).add(resolution.span)
+        return ranges
+
+    def _report(self, problems: list[str]) -> None:
+        if problems and self.strict:
+            raise PluginError("\n".join(problems) + "\nfix these anchors (`annotate check` lists them), "
+                              "or build without --strict to skip them")
+        for line in problems:
+            log.warning(line)
+
+    def on_page_markdown(self, markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+        uri = page.file.src_uri
+        pairs = self.resolved.get(uri, [])
+        outcome = {id(ref): resolution for ref, resolution in pairs}
+        markdown = references.substitute(markdown, [ref for ref, _ in pairs],
+                                         lambda ref: self._render_reference(uri, ref, outcome[id(ref)]))
+        return self._expand_claims(markdown, uri)
+
+    def _expand_claims(self, markdown: str, uri: str) -> str:
+        """``{{= claim }}`` numbers computed from the vendored code (annotate.claims, issue 6), if present."""
+        try:
+            claims = importlib.import_module("annotate.claims")
+        except ModuleNotFoundError as exc:
+            if exc.name != "annotate.claims":
+                raise
+            return markdown
+        try:
+            return claims.expand(markdown, uri, self.root, strict=self.strict)
+        except UserError as exc:
+            raise PluginError(str(exc)) from None
+
+    def _render_reference(self, uri: str, ref: references.Reference, resolution: Resolution) -> str:
+        if not resolution.ok:
+            return f'<span class="an-ref-broken" title="{html.escape(resolution.describe())}">{html.escape(ref.raw)}</span>'
+        return references.render(ref, resolution, self.links, uri)
+
+    def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+        """Server-side math for hand-written pages (pymdownx.arithmatex, generic mode)."""
+        def render(m: re.Match) -> str:
+            tex = html.unescape(m.group(2))
+            try:
+                return self.katex.render(tex, display=m.group(1) == "div")
+            except MathError as exc:
+                raise PluginError(f"docs/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
+
+        return _ARITHMATEX.sub(render, html_text)
+
+    def on_serve(self, server, config: MkDocsConfig, builder):  # noqa: ANN001 - livereload types
+        for name in WATCHED:
+            if (self.root / name).is_dir():
+                server.watch(str(self.root / name))
+        return server

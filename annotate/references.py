@@ -1,0 +1,170 @@
+"""Symbolic references from hand-written pages to vendored code, resolved at build time.
+
+Syntax (inside any page under ``docs/``, outside code spans and fenced code)::
+
+    [[layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]
+    [[nanovllm/models/qwen3.py › Qwen3Model.forward]]              (a whole symbol)
+    [[qwen3.py › Qwen3Model.forward › residual = None (nth=0)]]     (nth: which repeat, 0 = first)
+    [[第 {line} 行 | layernorm.py › RMSNorm.add_rms_forward › x.mul_(torch.rsqrt(var + self.eps))]]
+
+- Parts are separated by ``›`` (or ``>``) with spaces around it: file, symbol, statement.
+  The file is the vendored path or any unique tail of it (``layernorm.py``).
+  The statement is compared after white-space normalisation, like notes.
+- An optional label before `` | `` replaces the link text; it may use ``{file}`` (file name),
+  ``{path}``, ``{line}`` (first line), ``{lines}`` (``28–40``) and ``{symbol}``.
+- It renders as `` `layernorm.py:36` `` linking to the annotated page at ``#L36`` (ranges:
+  ``#L28-L40``), followed by an upstream permalink at the pinned commit through the line map; a
+  local-only line gets no permalink and the link says so.
+- An unresolved reference (unknown file, symbol gone, statement not found) fails a strict
+  build with one line naming the page and the reference; `annotate check` lists it too.
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from annotate.anchors import Anchor, Resolution
+from annotate.errors import UserError
+from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
+
+DOCS_DIR = "docs"
+_REF = re.compile(r"\[\[(?P<body>[^\n]+?)\]\](?!\])")
+_SEP = re.compile(r"\s+(?:›|>)\s+")
+_NTH = re.compile(r"\s*\(nth=(\d+)\)\s*$")
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
+
+
+class ReferenceError(UserError):
+    """A reference that cannot be parsed or points at no vendored file."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """One ``[[…]]`` reference found on a page."""
+
+    raw: str  # the whole ``[[…]]`` text
+    page: str  # docs-relative page path
+    line: int  # 1-based line on the page
+    file: str  # file part as written
+    anchor: Anchor  # anchor.path is the resolved vendored path ("" if unknown)
+    label: str | None = None
+
+
+def parse(body: str, page: str, line: int, files: list[str]) -> tuple[str, Anchor, str | None]:
+    """Parse the inside of ``[[…]]`` into (file as written, anchor, label)."""
+    label = None
+    head, bar, rest = body.partition(" | ")
+    if bar and not _SEP.search(head):
+        label, body = head.strip(), rest
+    parts = _SEP.split(body.strip(), maxsplit=2)
+    if len(parts) < 2:
+        raise ReferenceError(f"{DOCS_DIR}/{page}:{line}: reference [[{body}]] needs at least `file › symbol`")
+    file, symbol = parts[0].strip(), parts[1].strip()
+    statement, nth = (parts[2] if len(parts) == 3 else None), 0
+    if statement is not None and (m := _NTH.search(statement)):
+        statement, nth = statement[: m.start()], int(m.group(1))
+    path = find_file(file, files, f"{DOCS_DIR}/{page}:{line}")
+    anchor = Anchor(path=path, symbol=symbol, statement=statement, nth=nth, origin=f"{DOCS_DIR}/{page}:{line}")
+    return file, anchor, label
+
+
+def find_file(written: str, files: list[str], where: str) -> str:
+    """The vendored path whose tail is ``written`` (exact path first); unknown or ambiguous: error."""
+    if written in files:
+        return written
+    tails = [f for f in files if f.endswith("/" + written.lstrip("/"))]
+    if len(tails) == 1:
+        return tails[0]
+    if not tails:
+        raise ReferenceError(f"{where}: reference to {written!r}: no such vendored file (see `annotate vendor status`)")
+    raise ReferenceError(f"{where}: reference to {written!r} is ambiguous ({', '.join(tails)}); write more of the path")
+
+
+def find(markdown: str, page: str, files: list[str]) -> list[Reference]:
+    """Every reference on a page, skipping fenced code blocks and inline code spans."""
+    found = []
+    for number, text in _prose_lines(markdown):
+        for m in _REF.finditer(_CODE_SPAN.sub(lambda c: " " * len(c.group(0)), text)):
+            file, anchor, label = parse(m.group("body"), page, number, files)
+            found.append(Reference(m.group(0), page, number, file, anchor, label))
+    return found
+
+
+def _prose_lines(markdown: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of lines outside fenced code blocks."""
+    fence = None
+    for number, text in enumerate(markdown.splitlines(), start=1):
+        m = _FENCE.match(text)
+        if fence is None and m:
+            fence = m.group(2)[0] * len(m.group(2))
+            continue
+        if fence is not None:
+            if text.strip().startswith(fence) and set(text.strip()) <= {fence[0]}:
+                fence = None
+            continue
+        yield number, text
+
+
+def scan_docs(root: Path, files: list[str] | None = None) -> list[Reference]:
+    """References on every hand-written page under ``docs/`` (for `annotate check` and all_anchors)."""
+    from annotate.notes import vendored_files
+
+    docs = root / DOCS_DIR
+    if not docs.is_dir():
+        return []
+    files = vendored_files(root) if files is None else files
+    found = []
+    for page in sorted(docs.rglob("*.md")):
+        rel = page.relative_to(docs).as_posix()
+        found.extend(find(page.read_text(encoding="utf-8"), rel, files))
+    return found
+
+
+def render(ref: Reference, resolution: Resolution, links: Links, from_page: str) -> str:
+    """Markdown for a resolved reference: page link with line anchor, then the upstream permalink."""
+    start, end = resolution.span  # type: ignore[misc]
+    a = ref.anchor
+    values = {"file": a.path.rsplit("/", 1)[-1], "path": a.path, "line": str(start),
+              "lines": str(start) if start == end else f"{start}–{end}", "symbol": a.symbol or ""}
+    text = (ref.label or "`{file}:{lines}`").format(**values)
+    target = relative(from_page, page_src_uri(a.path)) + page_anchor(start, end)
+    link = f"[{text}]({target})"
+    permalink = links.permalink(a.path, start, end)
+    if permalink is None:
+        return link + f'<span class="an-upstream an-local" title="{html.escape(LOCAL_ONLY)}"> (local-only)</span>'
+    return link + (f'<a class="an-upstream" href="{html.escape(permalink)}" '
+                   f'title="upstream at the pinned commit">↗</a>')
+
+
+def unresolved_message(ref: Reference, resolution: Resolution) -> str:
+    """One line naming the page, the reference and what happened."""
+    return f"{DOCS_DIR}/{ref.page}:{ref.line}: reference {ref.raw} does not resolve ({resolution.describe()})"
+
+
+def substitute(markdown: str, refs: list[Reference], render_one: Callable[[Reference], str]) -> str:
+    """Replace each found reference (outside code) by ``render_one(reference)``, line by line."""
+    lines = markdown.split("\n")
+    for number, on_line in _by_line(refs).items():
+        text = lines[number - 1]
+        for ref in on_line:
+            text = _replace_outside_code(text, ref.raw, render_one(ref))
+        lines[number - 1] = text
+    return "\n".join(lines)
+
+
+def _by_line(refs: list[Reference]) -> dict[int, list[Reference]]:
+    out: dict[int, list[Reference]] = {}
+    for r in refs:
+        out.setdefault(r.line, []).append(r)
+    return out
+
+
+def _replace_outside_code(text: str, raw: str, new: str) -> str:
+    """Replace the first occurrence of ``raw`` that is not inside a code span."""
+    masked = _CODE_SPAN.sub(lambda c: "\0" * len(c.group(0)), text)
+    at = masked.find(raw)
+    return text if at < 0 else text[:at] + new + text[at + len(raw):]

@@ -1,0 +1,54 @@
+"""Fixtures for the site tests: the real site built once per session, and scratch project copies.
+
+Loaded with ``pytest_plugins = ["site_fixtures"]`` from the test modules that need them
+(tests/conftest.py belongs to the trace tests).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from annotate.cli.site import build_site
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real project's site, built once (strict) into a temp folder."""
+    target = tmp_path_factory.mktemp("site") / "site"
+    build_site(REPO, target, strict=True)
+    return target
+
+
+def copy_project(dest: Path) -> Path:
+    """A scratch copy of the project's site inputs: config, docs, notes, lock, vendor; KaTeX linked."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / "mkdocs.yml", dest / "mkdocs.yml")
+    shutil.copytree(REPO / "docs", dest / "docs")
+    shutil.copytree(REPO / "notes", dest / "notes")
+    (dest / "vendor").mkdir()
+    shutil.copy2(REPO / "vendor/nano-vllm.lock.json", dest / "vendor/nano-vllm.lock.json")
+    shutil.copytree(REPO / "vendor/nano-vllm", dest / "vendor/nano-vllm", ignore=shutil.ignore_patterns("__pycache__"))
+    os.symlink(REPO / "node_modules", dest / "node_modules")
+    for cached in (REPO / ".cache").glob("claims-*.json"):  # the lesson's computed numbers (keyed by vendor hashes)
+        (dest / ".cache").mkdir(exist_ok=True)
+        shutil.copy2(cached, dest / ".cache" / cached.name)
+    return dest
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A scratch project root the test may edit (notes, docs, vendored files)."""
+    return copy_project(tmp_path / "project")
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """test-artifacts/ (git-ignored): screenshots kept for people to look at."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,141 @@
+"""The built site in a real headless Chromium, opened from disk (file://) like a reader would.
+
+Each test keeps a screenshot under test-artifacts/. The site is built once per session.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+pytest_plugins = ["site_fixtures"]
+pytestmark = pytest.mark.browser
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+LAYERNORM = "source/nanovllm/layers/layernorm.py.html"
+QWEN3 = "source/nanovllm/models/qwen3.py.html"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (Debian's chromium package)")
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Visit:
+    """A page opened from the built site, recording every request it makes."""
+
+    def __init__(self, browser, site: Path, viewport: dict) -> None:
+        self.site = site
+        self.page = browser.new_page(viewport=viewport)
+        self.requests: list[str] = []
+        self.page.on("request", lambda request: self.requests.append(request.url))
+
+    def open(self, path: str, anchor: str = "") -> None:
+        self.page.goto((self.site / path).as_uri() + anchor)
+        self.page.wait_for_load_state("load")
+
+    def non_local(self) -> list[str]:
+        return [u for u in self.requests if not u.startswith(("file://", "data:", "blob:"))]
+
+    def in_viewport(self, selector: str) -> bool:
+        return self.page.eval_on_selector(selector, """el => { const r = el.getBoundingClientRect();
+            return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }""")
+
+    def shot(self, artifacts: Path, name: str) -> None:
+        self.page.screenshot(path=str(artifacts / f"{name}.png"))
+
+
+@pytest.fixture
+def visit(browser, built_site: Path, artifacts: Path, request) -> Iterator[Visit]:
+    v = Visit(browser, built_site, getattr(request, "param", DESKTOP))
+    yield v
+    v.shot(artifacts, request.node.name.replace("[", "-").rstrip("]"))
+    v.page.close()
+
+
+def test_qwen3_line_156_is_highlighted_and_in_view(visit: Visit) -> None:
+    visit.open(QWEN3, "#L156")
+    visit.page.wait_for_selector("#L156.an-hl")
+    assert visit.page.locator(".an-row.an-hl").count() == 1
+    assert visit.in_viewport("#L156")
+    assert visit.page.locator("#L156 .an-code").inner_text().strip().startswith("hidden_states, residual =")
+    assert visit.non_local() == []
+
+
+def test_range_anchor_highlights_add_rms_forward(visit: Visit) -> None:
+    visit.open(LAYERNORM, "#L28-L40")
+    visit.page.wait_for_selector("#L28.an-hl")
+    lines = visit.page.eval_on_selector_all(".an-row.an-hl", "rows => rows.map(r => +r.dataset.line)")
+    assert lines == list(range(28, 41))
+    assert visit.in_viewport("#L28")
+
+
+def _visible_text(visit: Visit, selector: str) -> str:
+    """Text a reader sees in an element: KaTeX's hidden MathML copy left out."""
+    return visit.page.eval_on_selector(selector, """el => { const c = el.cloneNode(true);
+        c.querySelectorAll('.katex-mathml').forEach(m => m.remove()); return c.innerText; }""")
+
+
+def test_add_rms_forward_note_opens_with_rendered_math(visit: Visit) -> None:
+    visit.open(LAYERNORM)
+    visit.page.click("#L36 a.an-mark")
+    card = "aside.an-note[data-start='36']"
+    visit.page.wait_for_selector(f"{card}.an-flash")
+    assert visit.in_viewport(card)
+    visit.page.click(f"{card} details.an-en > summary")
+    assert visit.page.eval_on_selector(f"{card} details.an-en", "d => d.open")
+    katex = visit.page.locator(f"{card} .katex-html")
+    assert katex.count() >= 3 and katex.first.is_visible()
+    assert visit.page.locator(f"{card} details.an-en .katex-html").first.is_visible()
+    fonts = visit.page.evaluate("document.fonts.ready.then(() => document.fonts.check('16px KaTeX_Main'))")
+    assert fonts
+    text = _visible_text(visit, card)
+    assert "$" not in text and "\\(" not in text and "\\mathrm" not in text
+    assert visit.non_local() == []
+
+
+@pytest.mark.parametrize("visit", [PHONE], indirect=True, ids=["phone"])
+def test_notes_read_without_hovering_on_a_phone(visit: Visit) -> None:
+    visit.open(LAYERNORM, "#L36")
+    card = visit.page.locator("aside.an-note[data-start='36']")
+    box = card.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    assert card.locator(".an-zh").is_visible() and card.locator(".katex-html").first.is_visible()
+    assert visit.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_index_reference_lands_on_the_highlighted_line(visit: Visit) -> None:
+    visit.open("index.html")
+    visit.page.click("a[href$='layernorm.py.html#L36']")
+    visit.page.wait_for_selector("#L36.an-hl")
+    assert visit.page.url.endswith(f"{LAYERNORM}#L36") and visit.in_viewport("#L36")
+    assert visit.non_local() == []
+
+
+def test_dark_mode_toggle(visit: Visit) -> None:
+    visit.open(QWEN3, "#L181")
+    before = visit.page.get_attribute("body", "data-md-color-scheme")
+    visit.page.click("label.md-header__button[for^='__palette']:visible")
+    after = visit.page.get_attribute("body", "data-md-color-scheme")
+    assert {before, after} == {"default", "slate"}
+
+
+def test_search_works_from_disk_without_a_cdn(visit: Visit) -> None:
+    visit.open("index.html")
+    visit.page.focus("input.md-search__input")
+    visit.page.keyboard.type("add_rms_forward")
+    visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    assert visit.page.locator(".md-search-result__item").count() >= 1
+    assert visit.non_local() == []
