@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "changed (with the nearest statements) / vanished. Also vets every formula with KaTeX.")
     check.add_argument("--strict", action="store_true", help="exit 1 if anything is changed or vanished")
     check.add_argument("--no-math", action="store_true", help="skip the KaTeX check of the notes' formulas")
+    check.add_argument("--no-claims", action="store_true",
+                       help="skip the lesson's computed claims (they run the vendored code in a child process)")
     check.set_defaults(func=run_check)
 
     build = sub.add_parser("build", help="build the site into site/ (strict by default)",
@@ -42,7 +44,19 @@ def run_check(args: argparse.Namespace) -> int:
     math_check = None if args.no_math else shared(args.root).check
     report = notes.check(args.root, math_check=math_check)
     print(report.render())
-    return 1 if args.strict and not report.ok else 0
+    broken = [] if args.no_claims else claim_problems(args.root)
+    for line in broken:
+        print(f"claim  {line}")
+    if not args.no_claims:
+        print(f"computed claims: {'all hold' if not broken else f'{len(broken)} no longer hold'}")
+    return 1 if args.strict and (not report.ok or broken) else 0
+
+
+def claim_problems(root: Path) -> list[str]:
+    """One line per computed claim in docs/ that is unknown or no longer holds."""
+    from annotate import claims
+
+    return claims.scan_docs(root)
 
 
 def run_build(args: argparse.Namespace) -> int:
