@@ -1,0 +1,19 @@
+"""Instrumented traces of nano-vllm's real (compiled) Qwen3 path.
+
+Modules, lowest first, each with one job:
+
+* `numerics`   distances (max |Δ|, ulps) and summaries of tensors
+* `shims`      flash_attn stand-in on SDPA, installed only when flash_attn is missing
+* `kernels`    capture of the code Inductor generates (C++ on CPU, Triton on GPU)
+* `runtime`    process group, presets, random HF-layout checkpoints, the vendored model, prefill context
+* `sourcemap`  statements and assigned names per source line (ast)
+* `recorder`   sys.settrace line recorder, eager replay of compiled bodies, compiled-ran-compiled check
+* `reference`  HF transformers peer, math variables, identification by comparison
+* `provenance` vendor pin and hashes, versions, device
+* `assemble`   raw recording → trace payload (summaries, identities, flags, summary tables)
+* `store`      the trace format: atomic write, validated load, query API for the site
+* `pipeline`   one `annotate trace` run; `report` its text report
+* `bandwidth`  fused add_rms_forward vs eager vs device copy timing (GPU check)
+
+Nothing here imports pages, notes or the site.
+"""

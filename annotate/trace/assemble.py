@@ -1,0 +1,189 @@
+"""Turn a recorded run (raw clones, checks, peer values, kernels) into the trace payload.
+
+Pure data shaping: summaries, identities, aliasing per variable, flags, and the summary tables
+the report and the site read. Identification happens here, by comparison with the peer.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import torch
+
+from annotate.trace.kernels import KernelCapture
+from annotate.trace.numerics import distance, summarize
+from annotate.trace.recorder import RawRecord, Recorder
+from annotate.trace.reference import Identifier, Reference
+
+#: recorded tensors are saved in full below this total (or always with --full-tensors)
+AUTO_SAVE_BYTES = 16 * 2**20
+FLOW_FUNCTIONS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
+FLOW_NAMES = ("hidden_states", "residual", "_")
+
+
+def total_bytes(records: list[RawRecord]) -> int:
+    return sum(v.tensor.numel() * v.tensor.element_size() for r in records for v in r.vars)
+
+
+def _var_payload(rid: int, raw: Any, identity: dict[str, Any], aliases: list[Any], save: bool,
+                 tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    s = summarize(raw.tensor)
+    key = None
+    if save:
+        key = f"r{rid}/{raw.name}"
+        tensors[key] = raw.tensor.cpu()
+    group = next((g for g in aliases if raw.name in g.names), None)
+    return {"name": raw.name, "role": raw.role, "shape": list(s.shape), "dtype": s.dtype, "norm": s.norm,
+            "mean": s.mean, "absmax": s.absmax, "head": list(s.head), "tensor": key, "identity": identity,
+            "aliases": [n for n in group.names if n != raw.name] if group else [],
+            "same_memory": [n for n in group.same if n != raw.name] if group and raw.name in group.same else []}
+
+
+def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+    """Every record with summaries and identities; full tensors into `tensors` when `save`."""
+    tensors: dict[str, torch.Tensor] = {}
+    out = []
+    for rid, r in enumerate(rec.records):
+        vars_ = [_var_payload(rid, v, asdict(ident.identify(v.tensor)), r.aliases, save, tensors) for v in r.vars]
+        out.append({"id": rid, "function": r.function, "file": r.file, "line": r.line, "end_line": r.end_line,
+                    "kind": r.kind, "source": r.source, "layer": r.layer, "module": r.module, "call": r.call,
+                    "hit": r.hit, "order": r.order, "text": r.text, "vars": vars_,
+                    "aliases": [{"names": g.names, "same": g.same} for g in r.aliases]})
+    return out, tensors
+
+
+def math_payload(ref: Reference, records: list[dict[str, Any]], save: bool,
+                 tensors: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """The peer's variables with summaries, and which recorded variables were identified as each."""
+    matched: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in records:
+        for v in r["vars"]:
+            for m in v["identity"].get("matches", []):
+                matched.setdefault((m["key"], m["layer"]), []).append(
+                    {"record": r["id"], "var": v["name"], "rel": m["rel"], "max_ulps": m["max_ulps"],
+                     "scale_ulps": m["scale_ulps"], "max_abs": m["max_abs"]})
+    out = []
+    for mv in ref.values:
+        key = f"math/{mv.key}/{mv.layer}" if save else None
+        if key:
+            tensors[key] = mv.tensor.cpu()
+        out.append({"key": mv.key, "layer": mv.layer, "label": mv.label, "latex": mv.latex,
+                    "summary": asdict(summarize(mv.tensor)), "tensor": key,
+                    "matched_by": matched.get((mv.key, mv.layer), [])})
+    return out
+
+
+def checks_payload(rec: Recorder) -> list[dict[str, Any]]:
+    """Fused-vs-eager distances per compiled call."""
+    return [{"function": c.function, "file": c.file, "line": c.line, "module": c.module, "layer": c.layer,
+             "call": c.call, "outputs": [{"name": n, **asdict(d)} for n, d in c.outputs]} for c in rec.checks]
+
+
+def kernels_payload(rec: Recorder, capture: KernelCapture, first_index: int) -> list[dict[str, Any]]:
+    """Inductor's generated modules per compiled function: those compiled during this run
+    (index ≥ first_index); when the process had compiled a function before (a second trace in one
+    process), all of that function's modules, marked `this_run: false`."""
+    out = []
+    for _, _, qual in rec.compiled_targets:
+        orig = rec.originals[qual]
+        code = orig.__code__
+        mods = capture.for_function(code.co_filename, code.co_firstlineno)
+        mine = [m for m in mods if m.index >= first_index]
+        for m in mine or mods:
+            out.append({"function": qual, "file": rec._file_of(orig), "line": code.co_firstlineno,
+                        "compile_index": m.index, "this_run": bool(mine),
+                        "languages": sorted({k.language for k in m.kernels}),
+                        "code": m.code, "kernels": [asdict(k) for k in m.kernels]})
+    return out
+
+
+def functions_payload(rec: Recorder) -> list[dict[str, Any]]:
+    """Static facts about each function: file, def line, statements (text and what they assign)."""
+    out = []
+    for info in rec.code_infos():
+        kind = "traced" if info.code in rec.traced else ("compiled" if info.qualname in rec.originals else "helper")
+        stmts = {s.start: s for s in info.statements.values()}
+        out.append({"name": info.qualname, "file": info.file, "def_line": info.def_line, "kind": kind,
+                    "statements": [{"line": s.start, "end_line": s.end, "text": s.text, "targets": list(s.targets)}
+                                   for s in sorted(stmts.values(), key=lambda s: s.start)]})
+    return out
+
+
+def _span(layers: list[int | None]) -> str:
+    ls = sorted({l for l in layers if l is not None})
+    return "layers " + ", ".join(map(str, ls)) if ls else "outside the layers"
+
+
+def _lines(lines: list[int]) -> str:
+    return ", ".join(map(str, sorted(set(lines))))
+
+
+def flags_payload(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hazards found in the data, one flag per function and names: distinct names that are one
+    tensor (aliasing), and flow variables matching no peer variable (identity)."""
+    groups: dict[tuple, dict[str, list]] = {}
+
+    def add(key: tuple, r: dict[str, Any]) -> None:
+        g = groups.setdefault(key, {"lines": [], "layers": [], "records": []})
+        g["lines"].append(r["line"])
+        g["layers"].append(r["layer"])
+        g["records"].append(r["id"])
+
+    for r in records:
+        for a in r["aliases"]:
+            names = [n for n in a["same"] if not n.startswith("return")]
+            if len(names) > 1:
+                add(("aliasing", r["function"], r["file"], tuple(names)), r)
+        if r["function"] in FLOW_FUNCTIONS and r["kind"] == "line" and r["source"] == "traced":
+            for v in r["vars"]:
+                if v["name"] in FLOW_NAMES and v["identity"].get("status") == "no match":
+                    add(("identity", r["function"], r["file"], (v["name"],)), r)
+    out = []
+    for (kind, fn, file, names), g in groups.items():
+        where = f"{file} lines {_lines(g['lines'])} ({fn}), {_span(g['layers'])}"
+        if kind == "aliasing":
+            msg = f"{' and '.join(names)} are the same tensor after {where}: an in-place update of one changes the other"
+        else:
+            msg = f"{names[0]} matches no math variable of the peer after {where}"
+        out.append({"kind": kind, "function": fn, "file": file, "names": list(names),
+                    "lines": sorted(set(g["lines"])), "layers": sorted({l for l in g["layers"] if l is not None}),
+                    "records": g["records"], "message": msg})
+    return out
+
+
+def flow_payload(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per executed line of the decoder/model forwards: which math variable each flow variable held."""
+    out = []
+    for r in records:
+        if r["function"] in FLOW_FUNCTIONS and r["source"] == "traced":
+            held = {v["name"]: {"label": _label(v), "matches": v["identity"].get("matches", [])[:2]}
+                    for v in r["vars"] if v["name"] in FLOW_NAMES}
+            if held:
+                out.append({"record": r["id"], "function": r["function"], "file": r["file"], "line": r["line"],
+                            "kind": r["kind"], "layer": r["layer"], "text": r["text"], "held": held})
+    return out
+
+
+def _label(v: dict[str, Any]) -> str:
+    ident = v["identity"]
+    if ident.get("status") == "match":
+        return " = ".join(m["label"] for m in ident["matches"])
+    return "no match" if ident.get("status") == "no match" else "—"
+
+
+def compiled_summary(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """Worst fused-vs-eager distance per compiled function and output."""
+    out: dict[str, Any] = {}
+    for c in checks:
+        for o in c["outputs"]:
+            cur = out.setdefault(c["function"], {}).setdefault(o["name"], {"max_abs": 0.0, "max_ulps": 0, "n_diff": 0, "calls": 0})
+            cur["max_abs"] = max(cur["max_abs"], o["max_abs"])
+            cur["max_ulps"] = max(cur["max_ulps"], o["max_ulps"])
+            cur["n_diff"] += o["n_diff"]
+            cur["calls"] += 1
+    return out
+
+
+def final_summary(nano_out: torch.Tensor, ref: Reference, layers: int) -> dict[str, Any]:
+    """nano-vllm's final hidden states vs the peer's final norm output."""
+    return asdict(distance(nano_out, ref.get("final_norm", layers - 1)))

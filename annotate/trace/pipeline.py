@@ -1,0 +1,193 @@
+"""One `annotate trace` run: build → compile → record → reference → identify → write.
+
+The CLI only parses arguments and shows progress; every step lives here, and each is timed
+into the `Progress` it is given (the trace stores the breakdown too).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from annotate.errors import UserError
+from annotate.progress import Progress
+from annotate.trace import assemble, kernels, provenance, runtime, store
+from annotate.trace.recorder import Recorder
+from annotate.trace.reference import TOLERANCE, Identifier, run_reference
+
+DEFAULT_PRESET = "qwen3-0.6b"
+DEFAULT_LAYERS = {"tiny": 4, "qwen3-0.6b": 4}
+
+
+@dataclass
+class TraceRequest:
+    """Parsed command line of `annotate trace`."""
+
+    options: runtime.TraceOptions
+    out: Path | None = None
+    force: bool = False
+    full_tensors: bool = False
+    if_stale: bool = False
+
+
+@dataclass
+class TraceResult:
+    """What the CLI reports."""
+
+    out: Path
+    skipped: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def effective_layers(opts: runtime.TraceOptions) -> int | None:
+    """--layers, or the preset's default depth for traces (the whole checkpoint for --model)."""
+    if opts.layers is not None or opts.model is not None:
+        return opts.layers
+    return DEFAULT_LAYERS.get(opts.preset)
+
+
+def default_out(opts: runtime.TraceOptions, root: Path) -> Path:
+    """`traces/<device>` for the default trace; otherwise `traces/<device>-<dtype>-<model>-<N>L-<T>T`."""
+    tokens = opts.tokens or runtime.default_tokens(opts)
+    plain = (opts.model is None and opts.preset == DEFAULT_PRESET and opts.dtype == "bfloat16" and opts.prompt is None
+             and opts.layers in (None, DEFAULT_LAYERS[DEFAULT_PRESET]) and tokens == runtime.default_tokens(opts))
+    if plain:
+        return root / "traces" / opts.device
+    name = opts.model.name if opts.model is not None else opts.preset
+    layers = effective_layers(opts)
+    if layers is None and opts.model is not None:
+        try:
+            layers = int(json.loads((opts.model / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"])
+        except (OSError, ValueError, KeyError, TypeError):
+            layers = None  # validated (with a proper message) when the run starts
+    length = "prompt" if opts.prompt is not None else f"{tokens}T"
+    return root / "traces" / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}"
+
+
+def inputs_key(req: TraceRequest, root: Path) -> dict[str, Any]:
+    """Everything that determines a trace's content: equal keys → --if-stale may skip."""
+    o = req.options
+    facts = provenance.vendor_facts(root)
+    model_cfg = None
+    if o.model is not None and (o.model / "config.json").is_file():
+        model_cfg = provenance.sha256_file(o.model / "config.json")
+    return {"preset": o.preset if o.model is None else None, "model": str(o.model) if o.model else None,
+            "model_config_sha256": model_cfg, "layers": effective_layers(o), "tokens": o.tokens, "prompt": o.prompt,
+            "dtype": o.dtype, "device": o.device, "seed": o.seed, "full_tensors": req.full_tensors,
+            "vendor_files": hashlib.sha256(repr(sorted(facts["files"].items())).encode()).hexdigest(),
+            "tool": provenance.tool_hash(), "torch": torch.__version__, "format": store.VERSION}
+
+
+def _dynamo_counts() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    return {"frames_total": int(counters["frames"]["total"]), "frames_ok": int(counters["frames"]["ok"]),
+            "unique_graphs": int(counters["stats"]["unique_graphs"])}
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
+    """Run one trace and write it; skip when --if-stale finds an up-to-date one."""
+    root = req.options.root
+    opts = runtime.TraceOptions(**{**req.options.__dict__, "layers": effective_layers(req.options)})
+    out = req.out or default_out(req.options, root)
+    key = inputs_key(req, root)
+    if req.if_stale and out.exists():
+        reason = store.payload_matches(out, key)
+        if reason is None:
+            progress.say(f"[trace] {out} is up to date; nothing to do")
+            return TraceResult(out, True)
+        progress.say(f"[trace] {reason}; regenerating")
+        if not (out / store.JSON_NAME).is_file():
+            raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
+    store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()))
+    capture = kernels.capture()
+    with progress.step("build", "writing the checkpoint and building the vendored model"):
+        rt = runtime.build_runtime(opts)
+    try:
+        return _traced(req, opts, rt, out, key, capture, progress)
+    finally:
+        rt.close()
+
+
+def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, out: Path,
+            key: dict[str, Any], capture: kernels.KernelCapture, progress: Progress) -> TraceResult:
+    root = opts.root
+    mods = runtime.import_vendored(root, rt.device.type)
+    first_module = len(capture.modules)
+    before = _dynamo_counts()
+    with progress.step("compile", "first prefill: torch.compile (Inductor) of the fused functions"):
+        plain = runtime.run_prefill(rt)
+    compiled = _delta(_dynamo_counts(), before)
+    rec = Recorder(rt.model, mods, runtime.vendor_root(root))
+    before = _dynamo_counts()
+    with progress.step("record", "second prefill under the line recorder, replaying compiled bodies eagerly"):
+        with rec.recording():
+            traced = runtime.run_prefill(rt)
+    while_recording = _delta(_dynamo_counts(), before)
+    rec.uninstall()
+    layers = int(rt.config["num_hidden_layers"])
+    with progress.step("reference", "HF transformers Qwen3 on the same checkpoint"):
+        ref = run_reference(rt.checkpoint, layers, rt.dtype, rt.device, rt.input_ids)
+    with progress.step("identify", "matching every recorded tensor against the peer's variables"):
+        save = req.full_tensors or assemble.total_bytes(rec.records) <= assemble.AUTO_SAVE_BYTES
+        records, tensors = assemble.records_payload(rec, Identifier(ref), save)
+        math = assemble.math_payload(ref, records, save, tensors)
+        checks = assemble.checks_payload(rec)
+    payload = {
+        "meta": _meta(opts, rt, rec, ref, key, compiled, while_recording, bool(torch.equal(plain, traced)),
+                      save, progress.timings),
+        "vendor": provenance.vendor_facts(root),
+        "functions": assemble.functions_payload(rec),
+        "records": records,
+        "math": math,
+        "compiled_checks": checks,
+        "kernels": assemble.kernels_payload(rec, capture, first_module),
+        "flags": assemble.flags_payload(records),
+        "summary": {"final_vs_hf": assemble.final_summary(traced, ref, layers),
+                    "compiled_vs_eager": assemble.compiled_summary(checks),
+                    "flow": assemble.flow_payload(records)},
+    }
+    with progress.step("write", f"writing {out}"):
+        payload["meta"]["timings"] = dict(progress.timings)
+        store.write_trace(out, payload, tensors if save else None, req.force or req.if_stale)
+    return TraceResult(out, False, payload, dict(progress.timings))
+
+
+def _meta(opts: runtime.TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
+          key: dict[str, Any], compiled: dict[str, int], while_recording: dict[str, int], same: bool,
+          saved: bool, timings: dict[str, float]) -> dict[str, Any]:
+    """Provenance and run facts for `meta`."""
+    return {
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": provenance.command_line(),
+        "device": rt.device.type, "device_name": provenance.device_name(rt.device),
+        "dtype": str(rt.dtype).removeprefix("torch."),
+        "model": {"kind": "checkpoint" if opts.model else "preset", "name": rt.model_label,
+                  "layers": int(rt.config["num_hidden_layers"]), "config": rt.config,
+                  "loader_warnings": rt.loader_warnings},
+        "seed": opts.seed,
+        "input": {"tokens": int(rt.input_ids.numel()), "source": rt.input_source, "ids": rt.input_ids.tolist()},
+        "attention": rt.attention,
+        "triton_interpret": os.environ.get("TRITON_INTERPRET"),
+        "versions": provenance.versions(),
+        "compiled": {"ran_compiled": rec.ran_compiled(), "compiled_calls": dict(rec.compiled_calls),
+                     "eager_escapes": dict(rec.escapes), "dynamo_first_run": compiled,
+                     "dynamo_while_recording": while_recording,
+                     "recording_changed_output": not same},
+        "reference": {"implementation": f"transformers Qwen3ForCausalLM ({ref.attn_implementation} attention)",
+                      "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE},
+        "tensors_saved": saved,
+        "inputs_key": key,
+        "timings": dict(timings),
+    }

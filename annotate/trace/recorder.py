@@ -1,0 +1,475 @@
+"""Line recorder for nano-vllm's decoder path, with eager replay of the compiled bodies.
+
+* `sys.settrace`, limited to the code objects of the Python-level forwards (Qwen3Model,
+  Qwen3DecoderLayer, Qwen3Attention, Qwen3MLP, RMSNorm), records after every executed statement a
+  clone of each tensor it assigns, plus `hidden_states` / `residual` when live, with the layer and
+  module the frame belongs to. Compiled functions are not traced and keep running compiled.
+* The compiled bodies (`RMSNorm.rms_forward`, `RMSNorm.add_rms_forward`, `SiluAndMul.forward`,
+  `RotaryEmbedding.forward`) are wrapped per instance: the wrapper clones the inputs, calls the
+  compiled function unchanged and clones its outputs. When the recorded forward is done, the
+  original Python body (`_torchdynamo_orig_callable`) is replayed eagerly on those clones under the
+  same line tracer (its records are ordered back at the call), and the fused outputs are compared
+  with the eager ones (max |Δ|, max ulps).
+* "Compiled paths ran compiled" is checked, not assumed: the original bodies' code objects are
+  watched too, and any frame of theirs outside a replay (i.e. the compiled function fell back to
+  eager) is counted as an escape.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any, Callable, Iterator
+
+import torch
+
+from annotate.trace.numerics import Distance, distance, storage_key
+from annotate.trace.sourcemap import CodeInfo, Statement, code_info
+
+LIVE = ("hidden_states", "residual")
+_LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+
+
+@dataclass
+class RawVar:
+    """A recorded tensor (a clone, so later in-place updates cannot change it)."""
+
+    name: str
+    tensor: torch.Tensor
+    role: str            # "assigned", "live", "return", "argument"
+
+
+@dataclass
+class AliasGroup:
+    """Variables whose tensors share one storage.
+
+    `same` lists the names that are literally the same memory (same pointer, shape and strides)
+    as another name in the group — e.g. `residual` and `x` after `residual = x.to(orig_dtype)` in
+    float32, where `.to` returns `x` itself. Views of disjoint slices (q, k, v of qkv) are not.
+    """
+
+    names: list[str]
+    same: list[str]
+
+
+@dataclass
+class RawRecord:
+    """Values after one execution of one statement (or at a function's entry)."""
+
+    function: str
+    file: str
+    line: int
+    end_line: int
+    kind: str            # "entry" | "line"
+    source: str          # "traced" | "replay"
+    layer: int | None
+    module: str | None
+    call: int
+    hit: int
+    order: int
+    text: str
+    vars: list[RawVar]
+    aliases: list[AliasGroup]
+    sort_key: tuple[int, int, int] = (0, 0, 0)
+
+
+@dataclass
+class CompiledCheck:
+    """Fused (compiled) outputs vs the eager replay of the same body on the same inputs."""
+
+    function: str
+    file: str
+    line: int
+    module: str | None
+    layer: int | None
+    call: int
+    outputs: list[tuple[str, Distance]]
+
+
+@dataclass
+class _Frame:
+    """Per-frame state of the line tracer."""
+
+    info: CodeInfo
+    source: str
+    module: str | None
+    layer: int | None
+    call: int
+    owner: Any = None                  # the frame's `self` (a module), if any
+    current: Statement | None = None
+    hits: dict[tuple[int, int | None], int] = field(default_factory=dict)
+
+
+@dataclass
+class _Pending:
+    """A compiled call waiting for its eager replay: cloned inputs and fused outputs."""
+
+    qual: str
+    orig: Callable
+    module: torch.nn.Module
+    name: str | None
+    inputs: list[Any]
+    fused: list[tuple[str, torch.Tensor]]
+    anchor: int
+    inference_mode: bool   # the replay runs in the grad mode of the call (in-place ops need it)
+
+
+@dataclass
+class _Replay:
+    """Context of one eager replay: who it stands for."""
+
+    module: str | None
+    layer: int | None
+
+
+def layer_of(module_name: str | None) -> int | None:
+    """`model.layers.3.mlp` → 3; None outside the decoder layers."""
+    m = _LAYER_RE.search(module_name or "")
+    return int(m.group(1)) if m else None
+
+
+def unwrap_compiled(cls: type, attr: str) -> Callable:
+    """The original Python function behind a `@torch.compile`d method of `cls`."""
+    fn = cls.__dict__[attr]
+    orig = getattr(fn, "_torchdynamo_orig_callable", None) or getattr(fn, "__wrapped__", None)
+    if orig is None:
+        raise RuntimeError(f"{cls.__name__}.{attr} is not a torch.compile'd function")
+    return orig
+
+
+def _tensors(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
+    """A tensor, or the tensors of a tuple/list, named `name` / `name[i]`."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, (tuple, list)):
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
+    return []
+
+
+def _same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
+    """Names whose tensor has the same pointer, shape and strides as another member's."""
+    by_view: dict[tuple, list[str]] = {}
+    for n, t in members:
+        by_view.setdefault((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype), []).append(n)
+    return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
+
+
+def _clone(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().clone()
+
+
+class Recorder:
+    """Records a forward of the vendored model; `install()` once, then `with recording(): …`."""
+
+    def __init__(self, model: torch.nn.Module, mods: dict[str, Any], vendor_root: Path, replay: bool = True) -> None:
+        self.model = model
+        self.replay = replay  # False: line values only (the benchmark uses it to split the overhead)
+        self.vendor_root = vendor_root
+        q, ln, act, rope = mods["qwen3"], mods["layernorm"], mods["activation"], mods["rotary"]
+        traced = {
+            "Qwen3Model.forward": q.Qwen3Model.forward,
+            "Qwen3DecoderLayer.forward": q.Qwen3DecoderLayer.forward,
+            "Qwen3Attention.forward": q.Qwen3Attention.forward,
+            "Qwen3MLP.forward": q.Qwen3MLP.forward,
+            "RMSNorm.forward": ln.RMSNorm.forward,
+        }
+        self.compiled_targets: list[tuple[type, str, str]] = [
+            (ln.RMSNorm, "rms_forward", "RMSNorm.rms_forward"),
+            (ln.RMSNorm, "add_rms_forward", "RMSNorm.add_rms_forward"),
+            (act.SiluAndMul, "forward", "SiluAndMul.forward"),
+            (rope.RotaryEmbedding, "forward", "RotaryEmbedding.forward"),
+        ]
+        self.traced: dict[CodeType, CodeInfo] = {}
+        for qual, fn in traced.items():
+            info = code_info(fn, qual, vendor_root)
+            self.traced[info.code] = info
+        self.bodies: dict[CodeType, CodeInfo] = {}
+        self.originals: dict[str, Callable] = {}
+        for cls, attr, qual in self.compiled_targets:
+            orig = unwrap_compiled(cls, attr)
+            self.originals[qual] = orig
+            info = code_info(orig, qual, vendor_root)
+            self.bodies[info.code] = info
+        helper = code_info(rope.apply_rotary_emb, "apply_rotary_emb", vendor_root)
+        self.bodies[helper.code] = helper   # inlined into RotaryEmbedding.forward when compiled
+        self._watched: dict[CodeType, tuple[CodeInfo, str]] = {
+            **{c: (i, "replay") for c, i in self.bodies.items()}, **{c: (i, "traced") for c, i in self.traced.items()}}
+        self.names = {id(m): n for n, m in model.named_modules()}
+        self.records: list[RawRecord] = []
+        self._checks: list[CompiledCheck] = []
+        self._pending: list[tuple[str, str, int, str | None, int, list[tuple[str, torch.Tensor]], list[torch.Tensor]]] = []
+        self._files: dict[str, str] = {}
+        self._replays: list[_Pending] = []
+        self._anchor: int | None = None
+        self._sub = 0
+        self.compiled_calls: dict[str, int] = {}
+        self.escapes: dict[str, int] = {}
+        self.active = False
+        self.replay_stack: list[_Replay] = []
+        self.frames: list[_Frame] = []
+        self.calls: dict[tuple[str, str | None], int] = {}
+        self._check_calls: dict[tuple[str, str | None], int] = {}
+        self._installed: list[tuple[torch.nn.Module, str]] = []
+        self._order = 0
+
+    # ------------------------------------------------------------ compiled wrappers
+
+    def install(self) -> None:
+        """Wrap each compiled method on each instance (the class and its compiled code stay as they are)."""
+        if self._installed:
+            return
+        seen: set[tuple[int, str]] = set()
+        for module in self.model.modules():
+            for cls, attr, qual in self.compiled_targets:
+                if isinstance(module, cls) and (id(module), attr) not in seen:
+                    seen.add((id(module), attr))
+                    compiled = cls.__dict__[attr].__get__(module)
+                    setattr(module, attr, self._wrapper(module, attr, qual, compiled))
+                    self._installed.append((module, attr))
+
+    def uninstall(self) -> None:
+        """Remove the wrappers: calls go straight to the compiled functions again."""
+        for module, attr in self._installed:
+            module.__dict__.pop(attr, None)
+        self._installed.clear()
+
+    def _wrapper(self, module: torch.nn.Module, attr: str, qual: str, compiled: Callable) -> Callable:
+        """Call the compiled function; when recording, also replay its body eagerly on cloned inputs."""
+        orig = self.originals[qual]
+
+        def call_compiled(*args: Any) -> Any:
+            if not self.active:
+                return compiled(*args)
+            if not self.replay:
+                self.compiled_calls[qual] = self.compiled_calls.get(qual, 0) + 1
+                return compiled(*args)
+            name = self._instance_name(module, attr)
+            inputs = [_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
+            out = compiled(*args)
+            self.compiled_calls[qual] = self.compiled_calls.get(qual, 0) + 1
+            fused = [(n, _clone(t)) for n, t in _tensors(out, "return")]
+            self._replays.append(_Pending(qual, orig, module, name, inputs, fused, self._order,
+                                          torch.is_inference_mode_enabled()))
+            return out
+
+        call_compiled.__wrapped__ = compiled  # type: ignore[attr-defined]
+        return call_compiled
+
+    def _instance_name(self, module: torch.nn.Module, attr: str) -> str | None:
+        """Module name as seen from the traced caller (a shared module, like the rope, gets the caller's path)."""
+        if self.frames:
+            caller = self.frames[-1]
+            owner = caller.owner
+            if owner is module:
+                return caller.module
+            if owner is not None:
+                for child_name, child in owner.named_children():
+                    if child is module and caller.module:
+                        return f"{caller.module}.{child_name}"
+        name = self.names.get(id(module))
+        return name if name is not None else type(module).__name__
+
+    def _run_replays(self) -> None:
+        """Replay each compiled call's original body eagerly on its cloned inputs, under the line
+        tracer. Deferred to the end of the recorded forward so that the fused path itself only pays
+        for the clones; the replayed records are put back at the place of their call (`order`)."""
+        while self._replays:
+            p = self._replays.pop(0)
+            self.replay_stack.append(_Replay(p.name, layer_of(p.name)))
+            self._anchor = p.anchor
+            try:
+                with torch.inference_mode(p.inference_mode):
+                    ref = p.orig(p.module, *p.inputs)
+            finally:
+                self.replay_stack.pop()
+                self._anchor = None
+            self._check(p.qual, p.orig, p.name, p.fused, ref)
+        self.records.sort(key=lambda r: r.sort_key)
+        for i, r in enumerate(self.records):
+            r.order = i
+
+    def _check(self, qual: str, orig: Callable, module: str | None, fused: list[tuple[str, torch.Tensor]],
+               ref: Any) -> None:
+        """Keep the fused and eager outputs; distances are computed on demand (`checks`)."""
+        call = self._check_calls.get((qual, module), 0)
+        self._check_calls[(qual, module)] = call + 1
+        eager = [t for _, t in _tensors(ref, "return")]
+        self._pending.append((qual, self._file_of(orig), orig.__code__.co_firstlineno, module, call, fused, eager))
+
+    @property
+    def checks(self) -> list[CompiledCheck]:
+        """Fused-vs-eager distance of every output of every compiled call recorded so far."""
+        while self._pending:
+            qual, file, line, module, call, fused, eager = self._pending.pop(0)
+            outputs = [(n, distance(a, b)) for (n, a), b in zip(fused, eager)]
+            self._checks.append(CompiledCheck(qual, file, line, module, layer_of(module), call, outputs))
+        return self._checks
+
+    def _file_of(self, fn: Callable) -> str:
+        """Path of `fn`'s file relative to the vendor root (cached: called once per compiled call)."""
+        name = fn.__code__.co_filename
+        if name not in self._files:
+            path = Path(name).resolve()
+            try:
+                self._files[name] = path.relative_to(self.vendor_root.resolve()).as_posix()
+            except ValueError:
+                self._files[name] = path.as_posix()
+        return self._files[name]
+
+    # ------------------------------------------------------------ tracing
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """Trace and replay while the block runs; compiled functions still run compiled."""
+        self.install()
+        previous = sys.gettrace()
+        self.active = True
+        sys.settrace(self._on_call)
+        try:
+            yield
+            self._run_replays()
+        finally:
+            sys.settrace(previous)
+            self.active = False
+            self._replays.clear()
+
+    def _on_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
+        """Global trace function: only the chosen code objects get a line tracer."""
+        watched = self._watched.get(frame.f_code)  # one lookup: this runs for every Python call
+        if watched is None:
+            return None
+        info, source = watched
+        if source == "replay":
+            if not self.replay_stack:
+                # an original compiled body running outside a replay: the compiled path fell back to eager
+                self.escapes[info.qualname] = self.escapes.get(info.qualname, 0) + 1
+                return None
+        return self._start_frame(frame, info, source)
+
+    def _start_frame(self, frame: FrameType, info: CodeInfo, source: str) -> Callable:
+        owner = frame.f_locals.get("self")
+        if source == "replay":
+            ctx = self.replay_stack[-1]
+            module, layer = ctx.module, ctx.layer
+        else:
+            module = self.names.get(id(owner)) if owner is not None else None
+            layer = layer_of(module)
+        key = (info.qualname, module)
+        call = self.calls.get(key, 0)
+        self.calls[key] = call + 1
+        state = _Frame(info, source, module, layer, call, owner)
+        self.frames.append(state)
+        self._record_entry(frame, state)
+
+        def local(frame: FrameType, event: str, arg: Any) -> Callable:
+            if event == "line":
+                stmt = info.statement_at(frame.f_lineno)
+                if stmt is not None:
+                    if state.current is not None and stmt is not state.current:
+                        self._finish(frame, state, None)
+                    state.current = stmt
+            elif event == "return":
+                if state.current is not None:
+                    self._finish(frame, state, arg)
+                    state.current = None
+                if self.frames and self.frames[-1] is state:
+                    self.frames.pop()
+            return local
+
+        return local
+
+    def _record_entry(self, frame: FrameType, state: _Frame) -> None:
+        """Tensor arguments at entry, recorded on the `def` line."""
+        f_locals = frame.f_locals
+        vars_ = [RawVar(n, _clone(t), "argument") for p in state.info.params if p != "self"
+                 for n, t in _tensors(f_locals.get(p), p)]
+        self._append(state, state.info.def_line, state.info.def_line, "entry", "", state.layer, 0, vars_,
+                     self._aliases(f_locals, None, {v.name for v in vars_}))
+
+    def _finish(self, frame: FrameType, state: _Frame, retval: Any) -> None:
+        """The statement `state.current` has completed: clone what it assigned (and the live pair)."""
+        stmt = state.current
+        assert stmt is not None
+        f_locals = frame.f_locals
+        vars_: list[RawVar] = []
+        taken: set[str] = set()
+        for name in stmt.targets:
+            for n, t in _tensors(f_locals.get(name), name):
+                vars_.append(RawVar(n, _clone(t), "assigned"))
+                taken.add(n)
+        for name in LIVE:
+            if name not in taken and isinstance(f_locals.get(name), torch.Tensor):
+                vars_.append(RawVar(name, _clone(f_locals[name]), "live"))
+                taken.add(name)
+        if stmt.is_return and retval is not None:
+            for n, t in _tensors(retval, "return"):
+                vars_.append(RawVar(n, _clone(t), "return"))
+                taken.add(n)
+        layer = state.layer
+        if layer is None and stmt.loop_targets:
+            for name in stmt.loop_targets:
+                layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
+        hit_key = (stmt.start, layer)
+        hit = state.hits.get(hit_key, 0)
+        state.hits[hit_key] = hit + 1
+        self._append(state, stmt.start, stmt.end, "line", stmt.text, layer, hit, vars_,
+                     self._aliases(f_locals, retval if stmt.is_return else None, taken))
+
+    def _aliases(self, f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> list[AliasGroup]:
+        """Names (locals and return values) sharing storage, in groups touching a recorded name."""
+        groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
+        candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
+        candidates += [(n, t) for k, v in f_locals.items() if isinstance(v, (tuple, list)) and k != "self"
+                       for n, t in _tensors(v, k)]
+        if retval is not None:
+            candidates += _tensors(retval, "return")
+        if len(candidates) < 2:
+            return []
+        for n, t in candidates:
+            if t.numel():
+                groups.setdefault(storage_key(t), []).append((n, t))
+        out = []
+        for members in groups.values():
+            names = sorted(n for n, _ in members)
+            if len(names) > 1 and recorded.intersection(names):
+                out.append(AliasGroup(names, _same_memory(members)))
+        return out
+
+    def _append(self, state: _Frame, line: int, end: int, kind: str, text: str, layer: int | None,
+                hit: int, vars_: list[RawVar], aliases: list[AliasGroup]) -> None:
+        rec = RawRecord(state.info.qualname, state.info.file, line, end, kind, state.source,
+                        layer, state.module, state.call, hit, self._order, text, vars_, aliases)
+        if self._anchor is None:
+            rec.sort_key = (self._order, 1, 0)
+            self._order += 1
+        else:  # a deferred replay: sorts just before the record that followed its call
+            rec.sort_key = (self._anchor, 0, self._sub)
+            self._sub += 1
+        self.records.append(rec)
+
+    def reset(self) -> None:
+        """Forget what was recorded (keep the wrappers): for repeated runs in one process."""
+        self.records.clear()
+        self._checks.clear()
+        self._pending.clear()
+        self.compiled_calls.clear()
+        self.escapes.clear()
+        self.calls.clear()
+        self._check_calls.clear()
+        self._order = 0
+        self._sub = 0
+        self._replays.clear()
+
+    # ------------------------------------------------------------ results
+
+    def code_infos(self) -> list[CodeInfo]:
+        """Every function the recorder knows (traced forwards, compiled bodies, helpers)."""
+        return list(self.traced.values()) + list(self.bodies.values())
+
+    def ran_compiled(self) -> bool:
+        """Every compiled body was called and none of them ever ran its original bytecode outside a replay."""
+        called = all(self.compiled_calls.get(q, 0) > 0 for _, _, q in self.compiled_targets)
+        return called and not self.escapes

@@ -1,0 +1,200 @@
+"""The independent peer: HF transformers' Qwen3 on the same checkpoint, and identification.
+
+The peer captures, per layer ℓ, the textbook variables
+
+    x, RMSNorm₁(x), Attn(RMSNorm₁(x)), x₁ = x + Attn(·), RMSNorm₂(x₁), MLP(RMSNorm₂(x₁)), x₂ = x₁ + MLP(·)
+
+and the final norm output, with forward hooks (nothing in the peer is modified). Every tensor the
+recorder saw is then compared with *all* candidates of its shape; the ones within tolerance are its
+identity, best first. Nothing is assumed from line numbers: if nano-vllm's `residual` holds x₁ after
+line 156, it is because it equals HF's x₁ there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from annotate.trace.numerics import coarser, distance
+
+#: ‖Δ‖₂ / ‖candidate‖₂ still called "the same variable", per compared dtype. Rounding noise is
+#: ~2⁻⁹ relative in bf16; nano-vllm and HF round at different places (rope in fp32 vs bf16, the
+#: unrounded vs rounded residual), and that noise grows a little per layer. Distinct variables are
+#: apart by a whole increment (≳ 10 % of the norm).
+TOLERANCE = {"bfloat16": 2.0 ** -4, "float16": 2.0 ** -7, "float32": 2.0 ** -12}
+
+_PREFERENCE = {"x2": 0, "x": 2}  # x(ℓ) and x₂(ℓ−1) are one tensor: name the one the code produced
+
+
+@dataclass(frozen=True)
+class MathVarDef:
+    """One textbook variable: key, unicode label template and LaTeX template ({l} = layer)."""
+
+    key: str
+    label: str
+    latex: str
+
+
+MATH_VARS: dict[str, MathVarDef] = {d.key: d for d in (
+    MathVarDef("x", "x⁽{l}⁾", r"x^{{({l})}}"),
+    MathVarDef("rmsnorm1", "RMSNorm₁(x⁽{l}⁾)", r"\mathrm{{RMSNorm}}_1(x^{{({l})}})"),
+    MathVarDef("attn", "Attn(RMSNorm₁(x⁽{l}⁾))", r"\mathrm{{Attn}}(\mathrm{{RMSNorm}}_1(x^{{({l})}}))"),
+    MathVarDef("x1", "x₁⁽{l}⁾", r"x_1^{{({l})}}"),
+    MathVarDef("rmsnorm2", "RMSNorm₂(x₁⁽{l}⁾)", r"\mathrm{{RMSNorm}}_2(x_1^{{({l})}})"),
+    MathVarDef("mlp", "MLP(RMSNorm₂(x₁⁽{l}⁾))", r"\mathrm{{MLP}}(\mathrm{{RMSNorm}}_2(x_1^{{({l})}}))"),
+    MathVarDef("x2", "x₂⁽{l}⁾", r"x_2^{{({l})}}"),
+    MathVarDef("final_norm", "RMSNorm_f(x₂⁽{l}⁾)", r"\mathrm{{RMSNorm}}_f(x_2^{{({l})}})"),
+)}
+
+
+@dataclass
+class MathValue:
+    """A captured peer value: variable `key` of layer `layer` (final_norm: layer = last layer)."""
+
+    key: str
+    layer: int
+    tensor: torch.Tensor
+
+    @property
+    def label(self) -> str:
+        return MATH_VARS[self.key].label.format(l=self.layer)
+
+    @property
+    def latex(self) -> str:
+        return MATH_VARS[self.key].latex.format(l=self.layer)
+
+
+@dataclass
+class Match:
+    """How close a recorded tensor is to one peer variable."""
+
+    key: str
+    layer: int
+    label: str
+    latex: str
+    max_abs: float
+    max_ulps: int
+    scale_ulps: float
+    rel: float
+    dtype: str
+
+
+@dataclass
+class Identity:
+    """`status`: "match" (matches, best first), "no match" (nearest given) or "no candidate" (no peer of that shape)."""
+
+    status: str
+    matches: list[Match] = field(default_factory=list)
+    nearest: Match | None = None
+    tolerance: float = 0.0
+
+
+@dataclass
+class Reference:
+    """Everything the peer produced for one prefill."""
+
+    values: list[MathValue]
+    attn_implementation: str
+    transformers_version: str
+
+    def get(self, key: str, layer: int) -> torch.Tensor:
+        for v in self.values:
+            if v.key == key and v.layer == layer:
+                return v.tensor
+        raise KeyError((key, layer))
+
+
+def _first(x: Any) -> torch.Tensor:
+    return x[0] if isinstance(x, (tuple, list)) else x
+
+
+def _grab(store: dict[tuple[str, int], torch.Tensor], key: str, layer: int, t: torch.Tensor) -> None:
+    store[(key, layer)] = t.detach().to("cpu").clone()
+
+
+def _hooks(model: Any, store: dict[tuple[str, int], torch.Tensor]) -> list[Any]:
+    """Forward hooks on the peer's modules; each stores one math variable."""
+    handles = []
+    layers = model.model.layers
+    for i, layer in enumerate(layers):
+        def pre_layer(mod, args, kwargs, i=i):
+            _grab(store, "x", i, args[0] if args else kwargs["hidden_states"])
+        handles.append(layer.register_forward_pre_hook(pre_layer, with_kwargs=True))
+        handles.append(layer.register_forward_hook(lambda m, a, o, i=i: _grab(store, "x2", i, _first(o))))
+        handles.append(layer.input_layernorm.register_forward_hook(lambda m, a, o, i=i: _grab(store, "rmsnorm1", i, o)))
+        handles.append(layer.self_attn.register_forward_hook(lambda m, a, o, i=i: _grab(store, "attn", i, _first(o))))
+        handles.append(layer.post_attention_layernorm.register_forward_pre_hook(lambda m, a, i=i: _grab(store, "x1", i, a[0])))
+        handles.append(layer.post_attention_layernorm.register_forward_hook(lambda m, a, o, i=i: _grab(store, "rmsnorm2", i, o)))
+        handles.append(layer.mlp.register_forward_hook(lambda m, a, o, i=i: _grab(store, "mlp", i, o)))
+    last = len(layers) - 1
+    handles.append(model.model.norm.register_forward_hook(lambda m, a, o: _grab(store, "final_norm", last, o)))
+    return handles
+
+
+def run_reference(checkpoint: Path, layers: int, dtype: torch.dtype, device: torch.device,
+                  input_ids: torch.Tensor, attn_implementation: str = "eager") -> Reference:
+    """Load HF's Qwen3ForCausalLM from `checkpoint` (cut to `layers`) and capture the math variables."""
+    import transformers
+    from transformers import Qwen3ForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    model = Qwen3ForCausalLM.from_pretrained(
+        str(checkpoint), torch_dtype=dtype, num_hidden_layers=layers, attn_implementation=attn_implementation,
+    ).to(device).eval()
+    store: dict[tuple[str, int], torch.Tensor] = {}
+    handles = _hooks(model, store)
+    try:
+        with torch.inference_mode():
+            ids = input_ids.to(device)[None]
+            model.model(input_ids=ids, position_ids=torch.arange(ids.shape[1], device=device)[None], use_cache=False)
+    finally:
+        for h in handles:
+            h.remove()
+    order = list(MATH_VARS)
+    values = [MathValue(k, l, t[0] if t.dim() == 3 else t) for (k, l), t in
+              sorted(store.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])))]
+    return Reference(values, attn_implementation, transformers.__version__)
+
+
+class Identifier:
+    """Compares recorded tensors with every peer variable of the same shape."""
+
+    def __init__(self, reference: Reference) -> None:
+        self.values = reference.values
+        self._stacks: dict[tuple[tuple[int, ...], torch.dtype], tuple[torch.Tensor, list[MathValue], torch.Tensor]] = {}
+
+    def _stack(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, list[MathValue], torch.Tensor] | None:
+        """All candidates of one shape, rounded to `dtype`, stacked (for one vectorised comparison)."""
+        key = (shape, dtype)
+        if key not in self._stacks:
+            cands = [v for v in self.values if tuple(v.tensor.shape) == shape]
+            if not cands:
+                return None
+            stack = torch.stack([v.tensor.to(dtype).float().reshape(-1) for v in cands])
+            self._stacks[key] = (stack, cands, torch.linalg.vector_norm(stack, dim=1))
+        return self._stacks[key]
+
+    def identify(self, t: torch.Tensor) -> Identity:
+        """The peer variables `t` equals within tolerance (best first), or the nearest one."""
+        shape = tuple(t.shape)
+        if not t.is_floating_point() or not any(tuple(v.tensor.shape) == shape for v in self.values):
+            return Identity("no candidate")
+        dtype = coarser(t.dtype, self.values[0].tensor.dtype)
+        stack, cands, norms = self._stack(shape, dtype)  # type: ignore[misc]
+        flat = t.detach().to("cpu", dtype).float().reshape(1, -1)
+        diff = torch.linalg.vector_norm(stack - flat, dim=1)
+        rel = torch.where(norms > 0, diff / norms.clamp_min(1e-30), diff * float("inf"))
+        rel = torch.nan_to_num(rel, nan=0.0)
+        tol = TOLERANCE[str(dtype).removeprefix("torch.")]
+        order = sorted(range(len(cands)), key=lambda i: (float(rel[i]), _PREFERENCE.get(cands[i].key, 1)))
+        hits = [i for i in order if float(rel[i]) <= tol]
+        if hits:
+            return Identity("match", [self._match(t, cands[i]) for i in hits], tolerance=tol)
+        return Identity("no match", nearest=self._match(t, cands[order[0]]), tolerance=tol)
+
+    @staticmethod
+    def _match(t: torch.Tensor, cand: MathValue) -> Match:
+        d = distance(t, cand.tensor)
+        return Match(cand.key, cand.layer, cand.label, cand.latex, d.max_abs, d.max_ulps, d.scale_ulps, d.rel, d.dtype)

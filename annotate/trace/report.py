@@ -1,0 +1,71 @@
+"""The short text report `annotate trace` prints at the end (read from the payload, not the run)."""
+from __future__ import annotations
+
+from typing import Any
+
+FLOW_FN = "Qwen3DecoderLayer.forward"
+
+
+def flow_table(payload: dict[str, Any]) -> list[str]:
+    """After each line of Qwen3DecoderLayer.forward, per layer: what residual / hidden_states held."""
+    rows: dict[int, dict[int, str]] = {}
+    texts: dict[int, str] = {}
+    for f in payload["summary"]["flow"]:
+        if f["function"] != FLOW_FN or f["kind"] != "line" or f["layer"] is None:
+            continue
+        held = f["held"]
+        cell = "  ".join(f"{'h' if n == 'hidden_states' else 'r'}={held[n]['label']}" for n in ("hidden_states", "residual") if n in held)
+        rows.setdefault(f["line"], {})[f["layer"]] = cell
+        texts[f["line"]] = f["text"]
+    lines = [f"which math variable hidden_states (h) / residual (r) held after each line of {FLOW_FN}:"]
+    for line in sorted(rows):
+        lines.append(f"  {line:>4}  {texts[line][:70]}")
+        for layer, cell in sorted(rows[line].items()):
+            lines.append(f"          layer {layer}: {cell}")
+    return lines
+
+
+def per_layer(payload: dict[str, Any]) -> list[str]:
+    """nano-vllm vs HF per layer, for the residual (x₁) and the normalised output (RMSNorm₂(x₁))."""
+    best: dict[tuple[str, int], dict[str, Any]] = {}
+    for m in payload["math"]:
+        if m["key"] in ("x1", "rmsnorm2") and m["matched_by"]:
+            best[(m["key"], m["layer"])] = min(m["matched_by"], key=lambda d: d["rel"])
+    if not best:
+        return []
+    out = ["nano-vllm vs HF per layer (closest recorded tensor; max|Δ|, ulps of the largest value):"]
+    for layer in sorted({l for _, l in best}):
+        cells = [f"{name} {best[(k, layer)]['max_abs']:.3g} ({best[(k, layer)]['scale_ulps']:.1f} ulp)"
+                 for k, name in (("x1", "x₁"), ("rmsnorm2", "RMSNorm₂(x₁)")) if (k, layer) in best]
+        out.append(f"  layer {layer}: " + ", ".join(cells))
+    return out
+
+
+def numbers(payload: dict[str, Any]) -> list[str]:
+    """Fused-vs-eager, nano-vllm-vs-HF, compile check and flags."""
+    s, meta = payload["summary"], payload["meta"]
+    out = ["fused (compiled) vs eager replay of the same body, worst over calls:"]
+    for fn, outs in s["compiled_vs_eager"].items():
+        cells = ", ".join(f"{n}: max|Δ| {o['max_abs']:.3g}, {o['max_ulps']} ulp" for n, o in outs.items())
+        out.append(f"  {fn:<26} {cells}")
+    f = s["final_vs_hf"]
+    out.append(f"nano-vllm final hidden states vs HF transformers: max|Δ| {f['max_abs']:.3g} "
+               f"({f['scale_ulps']:.1f} ulp of the largest value), ‖Δ‖/‖ref‖ {f['rel']:.2e}, in {f['dtype']}")
+    c = meta["compiled"]
+    out.append(f"compiled paths ran compiled: {'yes' if c['ran_compiled'] else 'NO'} "
+               f"(compiled calls {sum(c['compiled_calls'].values())}, eager escapes {sum(c['eager_escapes'].values())}, "
+               f"new graphs compiled while recording {c['dynamo_while_recording']['unique_graphs']}, "
+               f"recording changed the output: {'yes' if c['recording_changed_output'] else 'no'})")
+    out.append(f"attention: {meta['attention']}; kernels captured: {len(payload['kernels'])} modules")
+    for flag in payload["flags"]:
+        out.append(f"FLAG [{flag['kind']}] {flag['message']}")
+    return out
+
+
+def render(payload: dict[str, Any], out: str) -> str:
+    """The whole report."""
+    meta = payload["meta"]
+    head = (f"trace written to {out}: {meta['model']['name']} {meta['model']['layers']} layers, "
+            f"{meta['input']['tokens']} tokens, {meta['dtype']} on {meta['device']} ({meta['device_name']}), "
+            f"{len(payload['records'])} records")
+    return "\n".join([head, *flow_table(payload), *per_layer(payload), *numbers(payload)])

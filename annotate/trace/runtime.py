@@ -1,0 +1,417 @@
+"""Build and run the *vendored* nano-vllm Qwen3 model for one prefill.
+
+Everything nano-vllm needs outside a real serving process is provided here and nothing more:
+a single-process gloo group (its layers ask for world size and rank in their constructors), the
+prefill context (`set_context`, no KV cache), a checkpoint in HF layout loaded through the vendored
+`load_model`, and the flash_attn stand-in when the real one is missing.
+
+Checkpoints are either a preset (deterministic random weights written to a temp dir as
+`config.json` + `model.safetensors`) or a real local Qwen3 checkpoint (`--model DIR`).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from annotate.errors import UserError
+from annotate.trace import kernels, shims
+
+VENDOR_REL = Path("vendor") / "nano-vllm"
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A Qwen3 shape. Weights are random (seeded); `num_hidden_layers` is the full depth."""
+
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+    tie_word_embeddings: bool = True
+    default_tokens: int = 16
+
+
+PRESETS: dict[str, Preset] = {
+    # small enough to compile and run in seconds; byte-sized vocabulary so --prompt maps bytes 1:1
+    "tiny": Preset("tiny", 64, 128, 4, 4, 2, 16, 256, 128, default_tokens=12),
+    # the real Qwen3-0.6B shape (28 layers; --layers cuts the depth)
+    "qwen3-0.6b": Preset("qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, 40960, default_tokens=32),
+}
+
+
+#: prompt length of `--model` runs without --tokens / --prompt
+MODEL_DEFAULT_TOKENS = 32
+
+
+def default_tokens(opts: "TraceOptions") -> int:
+    """Prompt length when neither --tokens nor --prompt is given."""
+    preset = PRESETS.get(opts.preset)
+    return MODEL_DEFAULT_TOKENS if opts.model is not None or preset is None else preset.default_tokens
+
+
+@dataclass
+class TraceOptions:
+    """What one `annotate trace` run asks for (already parsed, not yet validated)."""
+
+    preset: str = "qwen3-0.6b"
+    layers: int | None = None
+    tokens: int | None = None
+    prompt: str | None = None
+    model: Path | None = None
+    dtype: str = "bfloat16"
+    device: str = "cpu"
+    seed: int = 0
+    root: Path = Path(".")
+
+
+@dataclass
+class Runtime:
+    """A built model plus the inputs of its one prefill."""
+
+    model: torch.nn.Module
+    hf_config: Any
+    config: dict[str, Any]
+    checkpoint: Path
+    device: torch.device
+    dtype: torch.dtype
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    attention: str
+    model_label: str
+    input_source: str
+    loader_warnings: int = 0
+    _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Delete the temporary random checkpoint, if any."""
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+# ---------------------------------------------------------------- environment
+
+def vendor_root(root: Path) -> Path:
+    """`<root>/vendor/nano-vllm`, or a UserError telling how to materialise it."""
+    path = (root / VENDOR_REL).resolve()
+    if not (path / "nanovllm" / "models" / "qwen3.py").is_file():
+        raise UserError(f"{root / VENDOR_REL}: vendored nano-vllm is missing; run `annotate vendor sync` first")
+    return path
+
+
+def import_vendored(root: Path, device: str) -> dict[str, Any]:
+    """Import the vendored modules (from vendor/nano-vllm on sys.path, never installed)."""
+    vroot = str(vendor_root(root))
+    if vroot not in sys.path:
+        sys.path.insert(0, vroot)
+    if device == "cpu":
+        # store_kvcache_kernel is a Triton kernel: on CPU it can only run in the interpreter
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    shims.install_flash_attn()
+    from nanovllm.layers import activation, layernorm, rotary_embedding
+    from nanovllm.models import qwen3
+    from nanovllm.utils import context, loader
+
+    loaded = Path(qwen3.__file__).resolve()
+    if not str(loaded).startswith(vroot):
+        raise UserError(f"nanovllm was imported from {loaded}, not {vroot}; uninstall that copy or run in a fresh process")
+    return {"qwen3": qwen3, "layernorm": layernorm, "activation": activation,
+            "rotary": rotary_embedding, "context": context, "loader": loader}
+
+
+def init_process_group() -> None:
+    """A one-rank gloo group (file:// rendezvous in a temp dir): nano-vllm's layers need one."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    rendezvous = Path(tempfile.mkdtemp(prefix="annotate-pg-")) / "store"
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
+
+
+# ---------------------------------------------------------------- validation
+
+def check_device(device: str) -> torch.device:
+    """cpu, or cuda when CUDA is really there."""
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: CUDA is not available on this machine (torch "
+                        f"{torch.__version__}); use --device cpu")
+    if device not in ("cpu", "cuda"):
+        raise UserError(f"--device {device}: unknown device; use cpu or cuda")
+    return torch.device(device)
+
+
+def probe_dtype(device: torch.device, dtype: torch.dtype) -> None:
+    """Run the ops nano-vllm needs (matmul, rsqrt, SDPA) once; raises if the device cannot."""
+    a = torch.ones(4, 8, device=device, dtype=dtype)
+    torch.rsqrt(a.float().pow(2).mean(-1, keepdim=True)).to(dtype)
+    torch.nn.functional.linear(a, torch.ones(8, 8, device=device, dtype=dtype))
+    q = torch.ones(1, 2, 4, device=device, dtype=dtype)
+    torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+
+def check_dtype(device: torch.device, name: str) -> torch.dtype:
+    """The torch dtype for `name`, refused when the device cannot run it."""
+    if name not in DTYPES:
+        raise UserError(f"--dtype {name}: unknown dtype; use one of {', '.join(DTYPES)}")
+    dtype = DTYPES[name]
+    if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise UserError(f"--dtype bfloat16: {torch.cuda.get_device_name(device)} cannot run bfloat16; use --dtype float16")
+    try:
+        probe_dtype(device, dtype)
+    except (RuntimeError, NotImplementedError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"--dtype {name}: {device.type} cannot run it ({first}); use --dtype float32") from exc
+    return dtype
+
+
+def read_model_dir(model: Path) -> dict[str, Any]:
+    """config.json of a local checkpoint, refused unless it is a Qwen3 with safetensors weights."""
+    cfg_path = model / "config.json"
+    if not model.is_dir():
+        raise UserError(f"--model {model}: not a directory; pass a local Qwen3 checkpoint folder")
+    if not cfg_path.is_file():
+        raise UserError(f"--model {model}: no config.json; pass a folder holding config.json and *.safetensors")
+    try:
+        config = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UserError(f"{cfg_path}: unreadable JSON ({exc}); fix or re-download the checkpoint") from exc
+    if config.get("model_type") != "qwen3":
+        raise UserError(f"{cfg_path}: model_type is {config.get('model_type')!r}, not 'qwen3'; "
+                        "annotate traces nano-vllm's Qwen3 only")
+    if not list(model.glob("*.safetensors")):
+        raise UserError(f"--model {model}: no *.safetensors weights; download the weights next to config.json")
+    return config
+
+
+def preset_config(preset: Preset, layers: int, dtype: str) -> dict[str, Any]:
+    """An HF `config.json` for a preset, cut to `layers` decoder layers."""
+    return {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": dtype,
+        "hidden_size": preset.hidden_size, "intermediate_size": preset.intermediate_size,
+        "num_hidden_layers": layers, "num_attention_heads": preset.num_attention_heads,
+        "num_key_value_heads": preset.num_key_value_heads, "head_dim": preset.head_dim,
+        "vocab_size": preset.vocab_size, "max_position_embeddings": preset.max_position_embeddings,
+        "rope_theta": preset.rope_theta, "rms_norm_eps": preset.rms_norm_eps,
+        "tie_word_embeddings": preset.tie_word_embeddings, "hidden_act": "silu",
+        "attention_bias": False, "attention_dropout": 0.0, "rope_scaling": None,
+        "use_sliding_window": False, "sliding_window": None, "max_window_layers": layers,
+        "bos_token_id": 0, "eos_token_id": 1,
+    }
+
+
+def resolve_layers(requested: int | None, full: int, what: str) -> int:
+    """Depth to build: the full depth, or `--layers` when 1 ≤ N ≤ full."""
+    if requested is None:
+        return full
+    if not 1 <= requested <= full:
+        raise UserError(f"--layers {requested}: {what} has {full} layers; pass 1..{full}")
+    return requested
+
+
+def resolve_tokens(opts: TraceOptions, max_positions: int, default: int) -> int:
+    """Prompt length for --tokens (or the default), refused beyond the position limit."""
+    tokens = default if opts.tokens is None else opts.tokens
+    if tokens < 1:
+        raise UserError(f"--tokens {tokens}: need at least 1 token")
+    if tokens > max_positions:
+        raise UserError(f"--tokens {tokens}: beyond the model's position limit "
+                        f"(max_position_embeddings = {max_positions}); pass at most {max_positions}")
+    return tokens
+
+
+# ---------------------------------------------------------------- checkpoints
+
+def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """Deterministic random weights under HF Qwen3 names (same seed → same bytes).
+
+    Linear weights ~ N(0, 1/fan_in) keep activations O(1); norm weights ~ 1 + 0.1·N(0, 1) so γ
+    visibly matters; the embedding is N(0, 1).
+    """
+    g = torch.Generator().manual_seed(seed)
+    H, F, D = config["hidden_size"], config["intermediate_size"], config["head_dim"]
+    nq, nkv = config["num_attention_heads"], config["num_key_value_heads"]
+
+    def lin(out: int, inp: int) -> torch.Tensor:
+        return (torch.randn(out, inp, generator=g) / inp ** 0.5).to(dtype)
+
+    def gamma(n: int) -> torch.Tensor:
+        return (1.0 + 0.1 * torch.randn(n, generator=g)).to(dtype)
+
+    sd = {"model.embed_tokens.weight": torch.randn(config["vocab_size"], H, generator=g).to(dtype)}
+    for i in range(config["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        sd[p + "self_attn.q_proj.weight"] = lin(nq * D, H)
+        sd[p + "self_attn.k_proj.weight"] = lin(nkv * D, H)
+        sd[p + "self_attn.v_proj.weight"] = lin(nkv * D, H)
+        sd[p + "self_attn.o_proj.weight"] = lin(H, nq * D)
+        sd[p + "self_attn.q_norm.weight"] = gamma(D)
+        sd[p + "self_attn.k_norm.weight"] = gamma(D)
+        sd[p + "mlp.gate_proj.weight"] = lin(F, H)
+        sd[p + "mlp.up_proj.weight"] = lin(F, H)
+        sd[p + "mlp.down_proj.weight"] = lin(H, F)
+        sd[p + "input_layernorm.weight"] = gamma(H)
+        sd[p + "post_attention_layernorm.weight"] = gamma(H)
+    sd["model.norm.weight"] = gamma(H)
+    if not config["tie_word_embeddings"]:
+        sd["lm_head.weight"] = lin(config["vocab_size"], H)
+    return sd
+
+
+def write_checkpoint(folder: Path, config: dict[str, Any], seed: int, dtype: torch.dtype) -> Path:
+    """Write `config.json` + `model.safetensors` (HF layout) into `folder`."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    save_file(random_state_dict(config, seed, dtype), str(folder / "model.safetensors"), metadata={"format": "pt"})
+    return folder
+
+
+# ---------------------------------------------------------------- inputs
+
+def prompt_ids(opts: TraceOptions, vocab: int, tokens: int, model_dir: Path | None) -> tuple[list[int], str]:
+    """Token ids and where they came from.
+
+    --model + --prompt: the checkpoint's tokenizer. --prompt without a model: the prompt's UTF-8
+    bytes (mod the vocabulary size; exact bytes for `tiny`, whose vocabulary is 256).
+    --tokens N: N ids drawn from a generator seeded with --seed.
+    """
+    if opts.prompt is not None:
+        if model_dir is not None:
+            from transformers import AutoTokenizer
+
+            try:
+                tok = AutoTokenizer.from_pretrained(str(model_dir))
+            except Exception as exc:  # missing files, or a tokenizer class needing a missing extra
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+                raise UserError(f"--model {model_dir}: no usable tokenizer for --prompt ({first}); use --tokens N") from exc
+            ids = list(tok(opts.prompt)["input_ids"])
+            source = "tokenizer"
+        else:
+            ids = [b % vocab for b in opts.prompt.encode("utf-8")]
+            source = "utf-8 bytes mod vocab"
+        if not ids:
+            raise UserError("--prompt is empty; pass some text or use --tokens N")
+        return ids, source
+    g = torch.Generator().manual_seed(opts.seed + 1)
+    return torch.randint(0, vocab, (tokens,), generator=g).tolist(), f"random ids (seed {opts.seed + 1})"
+
+
+# ---------------------------------------------------------------- build and run
+
+@contextlib.contextmanager
+def default_dtype_device(dtype: torch.dtype, device: torch.device) -> Iterator[None]:
+    """Construct parameters directly in the run's dtype and device, as nano-vllm's runner does."""
+    old_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    torch.set_default_device(device)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old_dtype)
+        # None, not "cpu": a "cpu" default device stays installed as a TorchFunctionMode that
+        # intercepts every torch call afterwards (measured: it doubled the prefill time)
+        torch.set_default_device(None)
+
+
+def hf_config_from(folder: Path, layers: int) -> Any:
+    """transformers' Qwen3Config for the checkpoint, cut to `layers`."""
+    from transformers import Qwen3Config
+
+    cfg = Qwen3Config.from_pretrained(str(folder))
+    cfg.num_hidden_layers = layers
+    return cfg
+
+
+def build_model(mods: dict[str, Any], hf_config: Any, folder: Path, dtype: torch.dtype,
+                device: torch.device) -> tuple[torch.nn.Module, int]:
+    """The vendored Qwen3ForCausalLM with weights from `folder` via the vendored loader.
+
+    Returns the model and how many "[loader] Warning" lines the loader printed (weights of
+    layers cut by --layers are skipped with such a warning).
+    """
+    mods["rotary"].get_rope.cache_clear()  # its lru_cache would hand a previous model's rope over
+    with default_dtype_device(dtype, device):
+        model = mods["qwen3"].Qwen3ForCausalLM(hf_config)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        mods["loader"].load_model(model, str(folder))
+    return model.eval(), out.getvalue().count("[loader] Warning")
+
+
+def build_runtime(opts: TraceOptions) -> Runtime:
+    """Validate the options, write/locate the checkpoint, build the model, prepare the inputs."""
+    device = check_device(opts.device)
+    dtype = check_dtype(device, opts.dtype)
+    tmp: tempfile.TemporaryDirectory | None = None
+    if opts.model is not None:
+        config = read_model_dir(opts.model)
+        layers = resolve_layers(opts.layers, int(config["num_hidden_layers"]), str(opts.model))
+        folder, label = opts.model, opts.model.name
+    else:
+        if opts.preset not in PRESETS:
+            raise UserError(f"--preset {opts.preset}: unknown preset; use one of {', '.join(PRESETS)}")
+        preset = PRESETS[opts.preset]
+        layers = resolve_layers(opts.layers, preset.num_hidden_layers, f"preset {preset.name}")
+        config = preset_config(preset, layers, opts.dtype)
+        folder, label = None, preset.name
+    tokens = resolve_tokens(opts, int(config["max_position_embeddings"]), default_tokens(opts))
+    ids, source = prompt_ids(opts, int(config["vocab_size"]), tokens, opts.model)
+    if len(ids) > int(config["max_position_embeddings"]):
+        raise UserError(f"--prompt: {len(ids)} tokens is beyond the position limit {config['max_position_embeddings']}; shorten it")
+    kernels.capture()  # before anything can compile: Dynamo compiles each function once per process
+    mods = import_vendored(opts.root, device.type)
+    init_process_group()
+    if folder is None:
+        tmp = tempfile.TemporaryDirectory(prefix="annotate-ckpt-")
+        folder = write_checkpoint(Path(tmp.name), config, opts.seed, dtype)
+    hf_config = hf_config_from(folder, layers)
+    config = {**config, "num_hidden_layers": layers}
+    model, warnings = build_model(mods, hf_config, folder, dtype, device)
+    return Runtime(
+        model=model, hf_config=hf_config, config=config, checkpoint=folder, device=device, dtype=dtype,
+        input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
+        positions=torch.arange(len(ids), dtype=torch.int64, device=device),
+        attention=shims.attention_backend(), model_label=label, input_source=source,
+        loader_warnings=warnings, _tmp=tmp,
+    )
+
+
+@contextlib.contextmanager
+def prefill_context(n_tokens: int, device: torch.device) -> Iterator[None]:
+    """nano-vllm's global context for one prefill of one sequence, without a KV cache."""
+    from nanovllm.utils.context import reset_context, set_context
+
+    cu = torch.tensor([0, n_tokens], dtype=torch.int32, device=device)
+    set_context(True, cu, cu, n_tokens, n_tokens, slot_mapping=torch.empty(0, dtype=torch.int32, device=device))
+    try:
+        yield
+    finally:
+        reset_context()
+
+
+def run_prefill(rt: Runtime) -> torch.Tensor:
+    """One forward of the vendored model: the final normalised hidden states (tokens, hidden)."""
+    with torch.inference_mode(), prefill_context(rt.input_ids.numel(), rt.device):
+        out = rt.model(rt.input_ids, rt.positions)
+    if rt.device.type == "cuda":
+        torch.cuda.synchronize(rt.device)
+    return out

@@ -1,0 +1,118 @@
+"""Which statement each source line belongs to, and which names it assigns (from `ast`).
+
+A line event only says "line N is about to run". A statement may span several lines (and line
+events may jump back to its first line), so the recorder works per statement: a statement is
+finished when a line of *another* statement starts, or when the frame returns.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One simple statement, or the header of a compound one (`if …:`, `for …:`)."""
+
+    start: int
+    end: int
+    targets: tuple[str, ...]
+    is_return: bool
+    loop_targets: tuple[str, ...]   # names bound by enclosing `for` headers
+    text: str
+
+
+@dataclass
+class CodeInfo:
+    """Static facts about one function the recorder traces."""
+
+    qualname: str
+    file: str                        # relative to the vendor root, e.g. nanovllm/models/qwen3.py
+    code: CodeType
+    def_line: int                    # the `def` line (after decorators)
+    params: tuple[str, ...]
+    statements: dict[int, Statement] = field(default_factory=dict)   # line -> statement
+
+    def statement_at(self, line: int) -> Statement | None:
+        return self.statements.get(line)
+
+
+def _names(target: ast.AST) -> list[str]:
+    """Plain names bound by an assignment target (attributes and subscripts bind none)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for elt in target.elts for n in _names(elt)]
+    if isinstance(target, ast.Starred):
+        return _names(target.value)
+    return []
+
+
+def _mutated(expr: ast.AST) -> list[str]:
+    """`x.mul_(…)` changes x in place: treat it as assigning x (torch's trailing-underscore rule)."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr.endswith("_") \
+            and not expr.func.attr.startswith("_") and isinstance(expr.func.value, ast.Name):
+        return [expr.func.value.id]
+    return []
+
+
+def _targets(stmt: ast.stmt) -> list[str]:
+    """Names a statement binds (or mutates in place, for a bare `x.op_(…)` call)."""
+    if isinstance(stmt, ast.Expr):
+        return _mutated(stmt.value)
+    if isinstance(stmt, ast.Assign):
+        return [n for t in stmt.targets for n in _names(t)]
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        return _names(stmt.target)
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        return _names(stmt.target)
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return [n for item in stmt.items if item.optional_vars is not None for n in _names(item.optional_vars)]
+    return []
+
+
+_BODIES = ("body", "orelse", "finalbody", "handlers")
+
+
+def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str, ...], out: dict[int, Statement]) -> None:
+    """Fill `out` with every line of every statement in `body` (recursing into compound ones)."""
+    for stmt in body:
+        children = [c for name in _BODIES for c in getattr(stmt, name, []) or []]
+        inner = [c for c in children if isinstance(c, ast.stmt)]
+        if isinstance(stmt, ast.ExceptHandler):
+            inner = stmt.body
+        first_child = min((c.lineno for c in inner), default=None)
+        end = (first_child - 1) if first_child else stmt.end_lineno
+        text = " ".join(l.strip() for l in lines[stmt.lineno - 1:end])
+        info = Statement(stmt.lineno + offset, end + offset, tuple(_targets(stmt)),
+                         isinstance(stmt, ast.Return), loops, text)
+        for line in range(stmt.lineno, end + 1):
+            out.setdefault(line + offset, info)
+        if inner:
+            more = tuple(_names(stmt.target)) if isinstance(stmt, (ast.For, ast.AsyncFor)) else ()
+            for name in _BODIES:
+                sub = [c for c in getattr(stmt, name, []) or [] if isinstance(c, (ast.stmt, ast.ExceptHandler))]
+                _walk(sub, offset, lines, loops + more, out)
+
+
+def code_info(func: Callable, qualname: str, vendor_root: Path) -> CodeInfo:
+    """Parse `func`'s source into per-line statements; `file` is relative to `vendor_root`."""
+    src_lines, first = inspect.getsourcelines(func)
+    tree = ast.parse(textwrap.dedent("".join(src_lines)))
+    fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    offset = first - 1
+    statements: dict[int, Statement] = {}
+    _walk(fdef.body, offset, [l.rstrip("\n") for l in textwrap.dedent("".join(src_lines)).splitlines()], (), statements)
+    code = func.__code__
+    path = Path(code.co_filename).resolve()
+    try:
+        rel = path.relative_to(vendor_root.resolve()).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    return CodeInfo(qualname, rel, code, fdef.lineno + offset, tuple(params), statements)

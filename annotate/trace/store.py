@@ -1,0 +1,324 @@
+"""Trace files: a versioned JSON summary plus optional safetensors, written atomically.
+
+A trace is a directory (default `traces/cpu`):
+
+    <trace>/trace.json            format "annotate-trace", version 1 — everything the site shows
+    <trace>/tensors.safetensors   optional full tensors, keyed by the `tensor` field of a variable
+    <trace>/bandwidth.json        optional timings of the fused kernel (scripts/gpu-check.sh)
+
+The JSON layout is documented in docs/trace-format.md. This module is the only reader and writer:
+`load_trace()` validates the format and version (one-line `UserError` otherwise) and returns a
+`Trace` with a small query API; `write_trace()` writes into `<trace>.tmp-<pid>` and renames it into
+place, so a reader never sees half a trace. Loading needs no torch (tensors load lazily).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from annotate.errors import UserError
+
+FORMAT = "annotate-trace"
+VERSION = 1
+JSON_NAME = "trace.json"
+TENSORS_NAME = "tensors.safetensors"
+BANDWIDTH_NAME = "bandwidth.json"
+
+
+# ---------------------------------------------------------------- records
+
+@dataclass
+class VarRecord:
+    """One tensor a line produced (or held live), as summarised in the trace."""
+
+    name: str
+    role: str                     # assigned | live | return | argument
+    shape: list[int]
+    dtype: str
+    norm: float
+    mean: float
+    absmax: float
+    head: list[float]
+    tensor: str | None            # key in tensors.safetensors, when saved
+    identity: dict[str, Any]      # {"status": "match"|"no match"|"no candidate", "matches": [...], "nearest": ...}
+    aliases: list[str] = field(default_factory=list)       # other names sharing its storage
+    same_memory: list[str] = field(default_factory=list)   # other names that are literally the same tensor
+
+    @property
+    def matched(self) -> dict[str, Any] | None:
+        """The best matching math variable (`key`, `layer`, `label`, `latex`, `max_abs`, `max_ulps`, …) or None."""
+        m = self.identity.get("matches") or []
+        return m[0] if m else None
+
+    @property
+    def label(self) -> str:
+        """`x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer variable of that shape)."""
+        status = self.identity.get("status")
+        if status == "match":
+            return " = ".join(m["label"] for m in self.identity["matches"])
+        return "no match" if status == "no match" else "—"
+
+
+@dataclass
+class LineRecord:
+    """Values after one execution of one statement (kind "line") or at a function's entry ("entry")."""
+
+    id: int
+    function: str
+    file: str
+    line: int
+    end_line: int
+    kind: str
+    source: str                   # traced | replay (eager replay of a compiled body)
+    layer: int | None
+    module: str | None
+    call: int
+    hit: int
+    order: int
+    text: str
+    vars: list[VarRecord]
+    aliases: list[dict[str, list[str]]]
+
+    def var(self, name: str) -> VarRecord | None:
+        """The variable called `name` in this record, if recorded."""
+        return next((v for v in self.vars if v.name == name), None)
+
+
+@dataclass
+class Trace:
+    """A loaded trace. Use `at(file, line)` for the values panel of one source line."""
+
+    path: Path
+    meta: dict[str, Any]
+    vendor: dict[str, Any]
+    functions: list[dict[str, Any]]
+    records: list[LineRecord]
+    math: list[dict[str, Any]]
+    compiled_checks: list[dict[str, Any]]
+    kernels: list[dict[str, Any]]
+    flags: list[dict[str, Any]]
+    summary: dict[str, Any]
+    _index: dict[tuple[str, int], list[LineRecord]] = field(default_factory=dict, repr=False)
+    _tensors: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        for r in self.records:
+            self._index.setdefault((r.file, r.line), []).append(r)
+        for recs in self._index.values():
+            recs.sort(key=lambda r: r.order)
+
+    # -- queries the site uses
+    def files(self) -> list[str]:
+        """Vendored files (relative to the vendor root) that have records."""
+        return sorted({r.file for r in self.records})
+
+    def lines(self, file: str) -> list[int]:
+        """Line numbers of `file` that have records."""
+        return sorted({line for f, line in self._index if f == file})
+
+    def at(self, file: str, line: int, layer: int | None | str = "any") -> list[LineRecord]:
+        """Records of one source line in execution order; `layer=` filters (None = outside layers)."""
+        recs = self._index.get((file, line), [])
+        return recs if layer == "any" else [r for r in recs if r.layer == layer]
+
+    def by_layer(self, file: str, line: int) -> dict[int | None, list[LineRecord]]:
+        """Records of one line grouped by layer (for the panel's layer selector)."""
+        out: dict[int | None, list[LineRecord]] = {}
+        for r in self.at(file, line):
+            out.setdefault(r.layer, []).append(r)
+        return out
+
+    def layers(self) -> list[int]:
+        """Decoder layers present in the run."""
+        return list(range(int(self.meta["model"]["layers"])))
+
+    def record(self, record_id: int) -> LineRecord:
+        return self.records[record_id]
+
+    def checks_for(self, function: str) -> list[dict[str, Any]]:
+        """Fused-vs-eager distances of a compiled function, e.g. `RMSNorm.add_rms_forward`."""
+        return [c for c in self.compiled_checks if c["function"] == function]
+
+    def kernels_for(self, function: str) -> list[dict[str, Any]]:
+        """Inductor output modules (with their kernels) compiled from `function`."""
+        return [k for k in self.kernels if k["function"] == function]
+
+    def function(self, name: str) -> dict[str, Any] | None:
+        """Static facts about a traced/compiled function: file, def line, statements."""
+        return next((f for f in self.functions if f["name"] == name), None)
+
+    def provenance(self) -> str:
+        """One line for the panel: device, dtype, model, torch, attention, date."""
+        m = self.meta
+        return (f"{m['device_name']} ({m['device']}), {m['dtype']}, {m['model']['name']} "
+                f"{m['model']['layers']} layers × {m['input']['tokens']} tokens, torch {m['versions']['torch']}, "
+                f"attention {m['attention']}, {m['created'][:10]}")
+
+    def vendor_mismatch(self, root: Path | str) -> list[str]:
+        """Files whose bytes under `<root>/vendor/nano-vllm` differ from those the trace was made
+        from (or exist on one side only): values on those files' lines may be pinned to wrong lines."""
+        vroot = Path(root) / self.vendor.get("root", "vendor/nano-vllm")
+        traced: dict[str, str] = self.vendor.get("files", {})
+        here = {p.relative_to(vroot).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in vroot.rglob("*") if p.is_file() and "__pycache__" not in p.parts} if vroot.is_dir() else {}
+        return sorted(k for k in set(traced) | set(here) if traced.get(k) != here.get(k))
+
+    def bandwidth(self) -> dict[str, Any] | None:
+        """`bandwidth.json` next to trace.json (fused vs eager vs copy timings, written by
+        scripts/gpu-check.sh), or None."""
+        path = self.path / BANDWIDTH_NAME
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UserError(f"{path}: unreadable ({type(exc).__name__}); rerun scripts/gpu-check.sh") from exc
+
+    def tensor(self, key: str) -> Any:
+        """A saved full tensor (torch), or KeyError when the trace kept summaries only."""
+        if self._tensors is None:
+            path = self.path / TENSORS_NAME
+            if not path.is_file():
+                raise KeyError(f"{self.path}: no {TENSORS_NAME} (run annotate trace --full-tensors)")
+            from safetensors import safe_open
+
+            self._tensors = safe_open(str(path), "pt", "cpu")
+        return self._tensors.get_tensor(key)
+
+
+# ---------------------------------------------------------------- loading
+
+def _var(d: dict[str, Any]) -> VarRecord:
+    return VarRecord(d["name"], d["role"], d["shape"], d["dtype"], d["norm"], d["mean"], d["absmax"], d["head"],
+                     d.get("tensor"), d.get("identity") or {"status": "no candidate"},
+                     d.get("aliases", []), d.get("same_memory", []))
+
+
+def _record(d: dict[str, Any]) -> LineRecord:
+    return LineRecord(d["id"], d["function"], d["file"], d["line"], d["end_line"], d["kind"], d["source"],
+                      d["layer"], d["module"], d["call"], d["hit"], d["order"], d["text"],
+                      [_var(v) for v in d["vars"]], d.get("aliases", []))
+
+
+def trace_json(path: Path) -> Path:
+    """`<trace>/trace.json` for a trace directory, or `path` itself when it is the JSON file."""
+    return path / JSON_NAME if path.is_dir() else path
+
+
+def read_payload(path: Path) -> dict[str, Any]:
+    """The raw JSON of a trace, validated for format and version (one-line UserError otherwise)."""
+    jpath = trace_json(path)
+    if not jpath.is_file():
+        raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
+    try:
+        payload = json.loads(jpath.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{jpath}: truncated or not JSON ({type(exc).__name__}); regenerate it with `annotate trace --force`") from exc
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        raise UserError(f"{jpath}: not an annotate trace (format is {payload.get('format') if isinstance(payload, dict) else None!r}); regenerate it with `annotate trace --force`")
+    if payload.get("version") != VERSION:
+        raise UserError(f"{jpath}: trace format version {payload.get('version')!r}, this annotate reads version {VERSION}; regenerate it with `annotate trace --force`")
+    missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
+    if missing:
+        raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); regenerate it with `annotate trace --force`")
+    return payload
+
+
+def load_trace(path: Path | str) -> Trace:
+    """Load and validate a trace directory (or its trace.json)."""
+    path = Path(path)
+    payload = read_payload(path)
+    try:
+        records = [_record(r) for r in payload["records"]]
+    except (KeyError, TypeError) as exc:
+        raise UserError(f"{trace_json(path)}: malformed record ({exc!r}); regenerate it with `annotate trace --force`") from exc
+    root = path if path.is_dir() else path.parent
+    return Trace(root, payload["meta"], payload["vendor"], payload.get("functions", []), records, payload["math"],
+                 payload.get("compiled_checks", []), payload.get("kernels", []), payload.get("flags", []),
+                 payload.get("summary", {}))
+
+
+def find_traces(root: Path) -> list[Path]:
+    """Trace directories under `<root>/traces` (those holding a trace.json), sorted."""
+    base = root / "traces"
+    return sorted(p.parent for p in base.glob(f"*/{JSON_NAME}")) if base.is_dir() else []
+
+
+# ---------------------------------------------------------------- writing
+
+def check_out(out: Path, force: bool) -> None:
+    """Refuse an existing --out without --force, a non-trace path, or an unwritable parent — before any work."""
+    if out.exists():
+        if not force:
+            raise UserError(f"--out {out}: already exists; pass --force to replace it")
+        if out.is_file() or (any(out.iterdir()) and not (out / JSON_NAME).is_file()):
+            raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        probe = parent / f".{out.name}.probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"--out {out}: cannot write in {parent} ({exc.strerror or exc}); choose a writable --out") from exc
+
+
+def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | None, force: bool) -> Path:
+    """Write `payload` (+ tensors) to `out` atomically: build `<out>.tmp-<pid>`, then rename it into place."""
+    check_out(out, force)
+    tmp = out.parent / f"{out.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    try:
+        if tensors:
+            from safetensors.torch import save_file
+
+            save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / TENSORS_NAME))
+            os.chmod(tmp / TENSORS_NAME, 0o644)
+        body = json.dumps({"format": FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
+                          separators=(",", ":"), allow_nan=True)
+        (tmp / JSON_NAME).write_text(body, encoding="utf-8")
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    """Put `tmp` at `out`; an old trace is moved aside first and removed only after the rename."""
+    old = None
+    if out.exists():
+        old = out.parent / f"{out.name}.tmp-old-{os.getpid()}"
+        os.replace(out, old)
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def payload_matches(out: Path, expected: dict[str, Any]) -> str | None:
+    """None when the trace at `out` was made with `expected` inputs (`meta.inputs_key`); else why it is stale."""
+    try:
+        payload = read_payload(out)
+    except UserError as exc:
+        return str(exc)
+    have = payload["meta"].get("inputs_key")
+    if have != expected:
+        diff = sorted(k for k in set(have or {}) | set(expected) if (have or {}).get(k) != expected.get(k))
+        return f"{out}: made with other inputs ({', '.join(diff)})"
+    return None
+
+
+def iter_vars(trace: Trace, names: Iterable[str]) -> Iterable[tuple[LineRecord, VarRecord]]:
+    """(record, var) pairs for variables with one of `names`, in execution order."""
+    wanted = set(names)
+    for r in trace.records:
+        for v in r.vars:
+            if v.name in wanted:
+                yield r, v

@@ -1,0 +1,67 @@
+"""Session fixtures for the trace tests: ONE real compiled tiny trace per dtype, shared by all tests.
+
+Each runs the real `annotate trace` command in-process (CLI → pipeline → real torch.compile on
+CPU), so every trace test reads the same measured data instead of compiling again.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class TraceRun:
+    """A finished `annotate trace` run: exit code, what it printed, the trace it wrote."""
+
+    out: Path
+    rc: int
+    stdout: str
+    stderr: str
+    payload: dict[str, Any]
+    trace: Any
+
+
+def _need_vendor() -> None:
+    if not (ROOT / "vendor" / "nano-vllm" / "nanovllm" / "models" / "qwen3.py").is_file():
+        pytest.skip("vendor/nano-vllm is not materialised; run `annotate vendor sync`")
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """`annotate --root ROOT <argv>` in-process; returns (exit code, stdout, stderr)."""
+    from annotate.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(["--root", str(ROOT), *argv])
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _trace(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> TraceRun:
+    _need_vendor()
+    from annotate.trace.store import load_trace
+
+    out = tmp_path_factory.mktemp("traces") / name
+    rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--out", str(out), *extra)
+    assert rc == 0, stderr
+    payload = json.loads((out / "trace.json").read_text(encoding="utf-8"))
+    return TraceRun(out, rc, stdout, stderr, payload, load_trace(out))
+
+
+@pytest.fixture(scope="session")
+def tiny_trace(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
+    """tiny preset, bfloat16, CPU, real torch.compile: the trace most tests read."""
+    return _trace(tmp_path_factory, "cpu-bf16-tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_trace_f32(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
+    """The same run in float32, where nano-vllm's add_rms_forward aliases residual and x."""
+    return _trace(tmp_path_factory, "cpu-f32-tiny", "--dtype", "float32")

@@ -1,0 +1,131 @@
+"""`annotate trace`: the report, --if-stale, and every bad input (one line, exit 2, nothing written)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import run_cli
+
+
+@pytest.mark.slow
+def test_report_and_breakdown(tiny_trace) -> None:
+    s = tiny_trace.stdout
+    assert "which math variable hidden_states (h) / residual (r) held" in s
+    assert "r=x₁⁽3⁾" in s and "nano-vllm final hidden states vs HF transformers" in s
+    assert "compiled paths ran compiled: yes" in s
+    assert "time breakdown:" in s and "compile" in s and "reference" in s
+    assert "[compile]" in tiny_trace.stderr  # progress goes to stderr
+
+
+@pytest.mark.slow
+def test_if_stale_skips_an_up_to_date_trace(tiny_trace) -> None:
+    before = (tiny_trace.out / "trace.json").stat().st_mtime_ns
+    rc, out, err = run_cli("trace", "--preset", "tiny", "--out", str(tiny_trace.out), "--if-stale")
+    assert rc == 0 and "up to date" in err and out == ""
+    assert (tiny_trace.out / "trace.json").stat().st_mtime_ns == before
+
+
+def _bad(tmp_path: Path, *argv: str) -> str:
+    out = tmp_path / "out"
+    rc, stdout, stderr = run_cli("trace", "--out", str(out), *argv)
+    assert rc == 2 and stdout == ""
+    lines = [l for l in stderr.splitlines() if l.startswith("annotate: error:")]
+    assert len(lines) == 1, stderr
+    assert not out.exists()  # no partial output
+    return lines[0]
+
+
+def test_unknown_preset(tmp_path: Path) -> None:
+    assert "--preset huge: unknown preset" in _bad(tmp_path, "--preset", "huge")
+
+
+def test_model_without_config_or_weights(tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    assert "no config.json" in _bad(tmp_path, "--model", str(model))
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen3", "num_hidden_layers": 2}))
+    assert "no *.safetensors" in _bad(tmp_path, "--model", str(model))
+
+
+def test_non_qwen3_config(tmp_path: Path) -> None:
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert "'llama', not 'qwen3'" in _bad(tmp_path, "--model", str(model))
+
+
+def test_tokens_beyond_the_position_limit(tmp_path: Path) -> None:
+    assert "beyond the model's position limit" in _bad(tmp_path, "--preset", "tiny", "--tokens", "4096")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where CUDA is absent")
+def test_cuda_without_cuda(tmp_path: Path) -> None:
+    assert "CUDA is not available" in _bad(tmp_path, "--preset", "tiny", "--device", "cuda")
+
+
+def test_dtype_the_device_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from annotate.trace import runtime
+
+    def broken(device, dtype):
+        raise RuntimeError("not implemented for 'Half'")
+
+    monkeypatch.setattr(runtime, "probe_dtype", broken)
+    assert "--dtype float16: cpu cannot run it" in _bad(tmp_path, "--preset", "tiny", "--dtype", "float16")
+
+
+def test_unwritable_out(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--out", str(tmp_path / "file" / "t"))
+    assert rc == 2 and "cannot write" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_existing_out_without_force(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "trace.json").write_text("{}")
+    rc, _, stderr = run_cli("trace", "--preset", "tiny", "--out", str(tmp_path / "out"))
+    assert rc == 2 and "already exists; pass --force" in stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_trace_runs_triton(tmp_path: Path) -> None:
+    out = tmp_path / "cuda"
+    rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--device", "cuda", "--out", str(out), "--quiet")
+    assert rc == 0, stderr
+    payload = json.loads((out / "trace.json").read_text())
+    assert payload["meta"]["compiled"]["ran_compiled"]
+    assert any("triton" in k["languages"] for k in payload["kernels"])
+
+
+@pytest.mark.slow
+def test_if_stale_regenerates_a_stale_trace(tiny_trace, tmp_path: Path) -> None:
+    import shutil
+
+    out = tmp_path / "stale"
+    shutil.copytree(tiny_trace.out, out)
+    payload = json.loads((out / "trace.json").read_text())
+    payload["meta"]["inputs_key"]["seed"] = 99
+    (out / "trace.json").write_text(json.dumps(payload))
+    rc, _, err = run_cli("trace", "--preset", "tiny", "--out", str(out), "--if-stale")
+    assert rc == 0 and "regenerating" in err
+    fresh = json.loads((out / "trace.json").read_text())
+    assert fresh["meta"]["inputs_key"] == tiny_trace.payload["meta"]["inputs_key"]
+
+
+@pytest.mark.slow
+def test_local_checkpoint_is_traced_and_is_the_peers_checkpoint(tiny_trace, tmp_path: Path) -> None:
+    """--model: the vendored loader and the HF peer read the same folder (same shapes as the
+    session trace, so the compiled functions are reused)."""
+    from annotate.trace import runtime
+
+    cfg = runtime.preset_config(runtime.PRESETS["tiny"], 4, "bfloat16")
+    folder = runtime.write_checkpoint(tmp_path / "my-qwen3", cfg, 5, torch.bfloat16)
+    out = tmp_path / "t"
+    rc, stdout, err = run_cli("trace", "--model", str(folder), "--tokens", "12", "--out", str(out), "--quiet")
+    assert rc == 0, err
+    meta = json.loads((out / "trace.json").read_text())["meta"]
+    assert meta["model"]["kind"] == "checkpoint" and meta["model"]["name"] == "my-qwen3"
+    assert "r=x₁⁽3⁾" in stdout  # identified against the peer loaded from the same folder
