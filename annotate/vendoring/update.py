@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable
 
 from annotate import source as pysource
 from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, resolve
+from annotate.atomic import stage_file, swap_dir
 from annotate.errors import UserError
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import (
@@ -273,36 +274,12 @@ def _write_file(path: Path, data: bytes) -> None:
 
 def _stage_lock(lock_path: Path, lock: Lock) -> Path:
     """The new lock in a temp file beside the old one (same folder, so the rename is atomic)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{lock_path.name}.", suffix=".tmp", dir=lock_path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(lock.to_json(), indent=1, ensure_ascii=False) + "\n")
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return Path(tmp)
+    return stage_file(lock_path, (json.dumps(lock.to_json(), indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
 
 def _swap(staged: Path, vendor: Path, lock_tmp: Path, lock_path: Path) -> None:
     """Rename the staged folder and lock into place; undo the folder rename if the lock's fails."""
-    backup = None
-    if vendor.exists():
-        backup = Path(tempfile.mkdtemp(prefix=f".{vendor.name}.old-", dir=vendor.parent))
-        backup.rmdir()
-        os.replace(vendor, backup)
-    try:
-        os.replace(staged, vendor)
-        try:
-            _commit_lock(lock_tmp, lock_path)
-        except BaseException:
-            os.replace(vendor, staged)  # the caller removes it
-            raise
-    except BaseException:
-        if backup is not None:
-            os.replace(backup, vendor)
-        raise
-    if backup is not None:
-        shutil.rmtree(backup, ignore_errors=True)
+    swap_dir(staged, vendor, then=lambda: _commit_lock(lock_tmp, lock_path))
 
 
 def _commit_lock(lock_tmp: Path, lock_path: Path) -> None:
