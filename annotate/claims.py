@@ -22,16 +22,14 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from annotate.errors import UserError
+from annotate.markdown_scan import prose_lines, replace_outside_code
 
 DOCS_DIR = "docs"
 _PLACEHOLDER = re.compile(r"\{\{=(?P<body>.*?)\}\}")
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?P<index>(?:\[\d+\])*)$")
 _INDEX = re.compile(r"\[(\d+)\]")
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
 
 
 class ClaimError(UserError):
@@ -67,26 +65,12 @@ def parse(raw: str, body: str, page: str, line: int) -> Placeholder:
     return Placeholder(raw, page, line, m.group("name"), index, spec.strip())
 
 
-def _prose_lines(markdown: str) -> Iterator[tuple[int, str]]:
-    """(line number, text with inline code blanked) for lines outside fenced code blocks."""
-    fence = None
-    for number, text in enumerate(markdown.split("\n"), start=1):
-        m = _FENCE.match(text)
-        if fence is None and m:
-            fence = m.group(1)
-            continue
-        if fence is not None:
-            stripped = text.strip()
-            if stripped.startswith(fence) and set(stripped) == {fence[0]}:
-                fence = None
-            continue
-        yield number, _CODE_SPAN.sub(lambda c: "\0" * len(c.group(0)), text)
 
 
 def find(markdown: str, page: str) -> list[Placeholder]:
     """Every placeholder on a page (ClaimError on the first malformed one)."""
     return [parse(m.group(0), m.group("body"), page, number)
-            for number, text in _prose_lines(markdown) for m in _PLACEHOLDER.finditer(text)]
+            for number, text in prose_lines(markdown) for m in _PLACEHOLDER.finditer(text)]
 
 
 # ---------------------------------------------------------------- values and formatting
@@ -164,7 +148,7 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True) -> str:
             if strict:
                 raise
             text = f'<span class="an-claim-broken" title="{html.escape(str(exc))}">⚠ {html.escape(ph.name)}</span>'
-        lines[ph.line - 1] = _replace_outside_code(lines[ph.line - 1], ph.raw, text)
+        lines[ph.line - 1] = replace_outside_code(lines[ph.line - 1], ph.raw, text)
     return "\n".join(lines)
 
 
@@ -202,9 +186,3 @@ def known(root: Path) -> dict[str, str]:
 
     return {name: claim.what for name, claim in sorted(load(root).claims.items())}
 
-
-def _replace_outside_code(text: str, raw: str, new: str) -> str:
-    """Replace the first occurrence of ``raw`` that is not inside a code span."""
-    masked = _CODE_SPAN.sub(lambda c: "\0" * len(c.group(0)), text)
-    at = masked.find(raw)
-    return text if at < 0 else text[:at] + new + text[at + len(raw):]

@@ -24,18 +24,17 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from annotate.anchors import Anchor, Resolution
 from annotate.errors import UserError
+from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
 
 DOCS_DIR = "docs"
 _REF = re.compile(r"\[\[(?P<body>[^\n]+?)\]\](?!\])")
 _SEP = re.compile(r"\s+(?:›|>)\s+")
 _NTH = re.compile(r"\s*\(nth=(\d+)\)\s*$")
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
 
 
 class ReferenceError(UserError):
@@ -87,26 +86,13 @@ def find_file(written: str, files: list[str], where: str) -> str:
 def find(markdown: str, page: str, files: list[str]) -> list[Reference]:
     """Every reference on a page, skipping fenced code blocks and inline code spans."""
     found = []
-    for number, text in _prose_lines(markdown):
-        for m in _REF.finditer(_CODE_SPAN.sub(lambda c: " " * len(c.group(0)), text)):
+    for number, text in prose_lines(markdown, fill=" "):
+        for m in _REF.finditer(text):
             file, anchor, label = parse(m.group("body"), page, number, files)
             found.append(Reference(m.group(0), page, number, file, anchor, label))
     return found
 
 
-def _prose_lines(markdown: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of lines outside fenced code blocks."""
-    fence = None
-    for number, text in enumerate(markdown.splitlines(), start=1):
-        m = _FENCE.match(text)
-        if fence is None and m:
-            fence = m.group(2)[0] * len(m.group(2))
-            continue
-        if fence is not None:
-            if text.strip().startswith(fence) and set(text.strip()) <= {fence[0]}:
-                fence = None
-            continue
-        yield number, text
 
 
 def scan_docs(root: Path, files: list[str] | None = None) -> list[Reference]:
@@ -151,7 +137,7 @@ def substitute(markdown: str, refs: list[Reference], render_one: Callable[[Refer
     for number, on_line in _by_line(refs).items():
         text = lines[number - 1]
         for ref in on_line:
-            text = _replace_outside_code(text, ref.raw, render_one(ref))
+            text = replace_outside_code(text, ref.raw, render_one(ref))
         lines[number - 1] = text
     return "\n".join(lines)
 
@@ -162,9 +148,3 @@ def _by_line(refs: list[Reference]) -> dict[int, list[Reference]]:
         out.setdefault(r.line, []).append(r)
     return out
 
-
-def _replace_outside_code(text: str, raw: str, new: str) -> str:
-    """Replace the first occurrence of ``raw`` that is not inside a code span."""
-    masked = _CODE_SPAN.sub(lambda c: "\0" * len(c.group(0)), text)
-    at = masked.find(raw)
-    return text if at < 0 else text[:at] + new + text[at + len(raw):]
