@@ -29,14 +29,15 @@ $(STAMP): pyproject.toml
 vendor: install
 	$(BIN)/annotate vendor sync
 
+## trace: the default bf16 trace (traces/cpu) the panels show, a float32 one (the aliasing hazard on the
+## numerics page) and a tiny bf16 one with full tensors (element-wise numerics); each re-runs only when stale
 trace: install vendor
-	@if $(BIN)/annotate --help | grep -q ' trace '; then \
-	  $(BIN)/annotate trace --out $(TRACE) --if-stale; \
-	else echo "annotate trace is not available yet; skipping the trace"; fi
+	$(BIN)/annotate trace --out $(TRACE) --if-stale
+	$(BIN)/annotate trace --dtype float32 --if-stale
+	$(BIN)/annotate trace --preset tiny --if-stale
 
 build: install vendor
-	@if $(BIN)/annotate --help | grep -q ' build '; then $(BIN)/annotate build; \
-	else echo "annotate build is not available yet; skipping the site"; fi
+	$(BIN)/annotate build
 
 serve: install vendor
 	$(BIN)/annotate serve

@@ -26,6 +26,13 @@ def page_anchor(start: int, end: int | None = None) -> str:
     return f"#L{start}" if end is None or end == start else f"#L{start}-L{end}"
 
 
+def page_url(from_src_uri: str, path: str, line: int | None = None) -> str:
+    """A built-page URL (not a Markdown link) from one docs page to a source page line, for raw HTML/SVG:
+    ``../source/nanovllm/models/qwen3.py.html#L154`` (the site uses ``use_directory_urls: false``)."""
+    target = posixpath.relpath(f"{SOURCE_DIR}/{path}.html", posixpath.dirname(from_src_uri) or ".")
+    return target + (page_anchor(line) if line else "")
+
+
 def relative(from_src_uri: str, to_src_uri: str) -> str:
     """A Markdown link from one docs page to another (MkDocs rewrites .md links to pages)."""
     return posixpath.relpath(to_src_uri, posixpath.dirname(from_src_uri) or ".")

@@ -3,9 +3,10 @@
 Thin glue: the work is in :mod:`annotate.pages` (pages), :mod:`annotate.references` (prose
 references) and :mod:`annotate.render.katex` (server-side math). Hooks:
 
-- ``on_files``: vet notes and math, generate ``source/**`` pages and KaTeX's CSS/fonts; resolve every
-  prose reference of the hand-written pages; in strict mode any unresolved note or reference
-  fails the build before anything is written (one line each).
+- ``on_files``: vet notes and math, generate ``source/**`` pages (with the values panels of the
+  traces under ``traces/``), the ``trace/**`` pages and KaTeX's CSS/fonts; resolve every prose
+  reference of the hand-written pages; in strict mode any unresolved note or reference, or a stale
+  trace, fails the build before anything is written (one line each).
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink).
 - ``on_page_content``: render arithmatex's ``$…$`` / ``$$…$$`` spans with KaTeX at build time.
 - ``on_serve``: also watch ``vendor/``, ``notes/`` and ``traces/``.
@@ -33,6 +34,8 @@ from annotate.links import Links
 from annotate.notes import Sources, vendored_files
 from annotate.pages import extras
 from annotate.pages.generate import generate
+from annotate.pages.trace_pages import trace_pages
+from annotate.pages.trace_set import TraceSet, load_traces
 from annotate.render.assets import site_assets
 from annotate.render.katex import Katex, MathError, shared
 
@@ -58,19 +61,32 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         try:
             self.links = Links(self.root)
+            traces = self._traces()
             ref_problems = self._resolve_references(files)
-            site = generate(self.root, self._math, self.katex.check, extras.providers(self.root), links=self.links,
-                            ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
+            site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
+                            links=self.links, ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
             problems = site.problems + ref_problems
             assets = site_assets(self.root)
+            traced = trace_pages(self.root, traces)
         except UserError as exc:
             raise PluginError(str(exc)) from None
         self._report(problems)
-        for uri, text in site.pages.items():
+        for uri, text in {**site.pages, **traced.pages, **traced.files}.items():
             files.append(File.generated(config, uri, content=text))
         for uri, path in assets.items():
             files.append(File.generated(config, uri, abs_src_path=str(path)))
         return files
+
+    def _traces(self) -> TraceSet:
+        """The traces under traces/; a stale one fails a strict build, else is shown with its values withheld."""
+        traces = load_traces(self.root, self.links.lock.upstream.commit if self.links.lock else None)
+        stale = traces.warnings()
+        if stale and self.strict:
+            raise UserError("\n".join(stale) + "\n(a strict build refuses stale traces; `annotate build --no-strict` "
+                            "builds with their values withheld from the changed files)")
+        for line in stale:
+            log.warning(line)
+        return traces
 
     def _math(self, tex: str, display: bool) -> str:
         return self.katex.render(tex, display)

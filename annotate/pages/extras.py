@@ -8,12 +8,16 @@ data-path="nanovllm/layers/layernorm.py">``; a provider can
 - add JSON to the page's data blob (``page_data``), which the page carries as
   ``<script type="application/json" id="an-page-data">`` for scripts to read offline.
 
-Providers are listed by :func:`providers`; pages without any still build.
+A provider may also define ``banner_html(path) -> str`` (placed above the code, under the page's
+banner). Providers are listed by :func:`providers`; pages without any still build.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from annotate.pages.trace_set import TraceSet
 
 
 class LineExtras(Protocol):
@@ -26,6 +30,14 @@ class LineExtras(Protocol):
         """Extra keys for the page's JSON data blob ({} for none)."""
 
 
-def providers(root: Path) -> list[LineExtras]:
-    """The providers active for this project (none yet: the trace values panel plugs in here)."""
-    return []
+def providers(root: Path, traces: TraceSet | None = None) -> list[LineExtras]:
+    """The providers active for this project: the values panel when ``traces/`` holds a trace."""
+    from annotate.pages.trace_set import load_traces
+    from annotate.pages.values import ValuesPanel
+
+    if traces is None:
+        from annotate.links import Links
+
+        lock = Links(root).lock
+        traces = load_traces(root, lock.upstream.commit if lock else None)
+    return [ValuesPanel(traces)] if traces.views else []

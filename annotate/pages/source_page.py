@@ -60,6 +60,9 @@ def render_page(page: PageInput) -> str:
     """The page's Markdown text."""
     path = page.source.path
     parts = [f"---\ntitle: {path.rsplit('/', 1)[-1]}\nhide:\n  - toc\n---\n", f"# {path}\n", banner(page), ""]
+    extra_banners = [b for b in (getattr(e, "banner_html", None) for e in page.extras) if b is not None]
+    for html_ in (b(path) for b in extra_banners):
+        parts += [html_, ""] if html_ else []
     if page.intro:
         parts += [_texts(page.intro, page.math, "an-intro"), ""]
     parts += [symbols_table(page), "", code(page), "", data_blob(page), ""]

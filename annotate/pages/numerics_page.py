@@ -1,0 +1,249 @@
+"""The numerics page: where nano-vllm and HF transformers differ, and the float32 aliasing hazard.
+
+Every number on the page is read from a trace (or computed from tensors a trace saved); the prose
+around them is fixed. Sections:
+
+1. nano-vllm normalises the *unrounded* fp32 sum, HF the *rounded* residual: per layer, the distance
+   of the residuals and of the normalised outputs to HF (from the identities), and inside
+   ``add_rms_forward`` the norm of the fp32 sum against the rounded residual (replay records).
+2. When a trace saved full tensors (e.g. the ``tiny`` preset): the element-wise effect of that choice,
+   recomputed from the replay's own sum — normalise the unrounded sum and the rounded one.
+3. float32: ``.float()`` and ``.to(float32)`` return the same tensor, so ``residual`` *is* ``x``
+   and is normalised in place — which lines, what the trace saw, how far the output lands from HF.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from annotate.pages.plots import series
+from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.tracefmt import esc, num, sup_label
+from annotate.trace.store import LineRecord, Trace
+
+URI = "trace/numerics.md"
+ADD_RMS = "RMSNorm.add_rms_forward"
+LAYER_KEYS = (("attn", "Attn 增量 increment"), ("x", "x⁽ℓ⁾ residual"), ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"),
+              ("x1", "x₁⁽ℓ⁾ residual"), ("rmsnorm2", "RMSNorm₂(x₁⁽ℓ⁾)"))
+MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}   # explicit bits of each format: eps = 2^-bits
+Href = Callable[[str, int], str]
+
+
+@dataclass
+class RoundingCall:
+    """One call of add_rms_forward: the fp32 sum (before rounding) and the rounded residual, as recorded."""
+
+    module: str
+    layer: int | None
+    sum_line: int
+    round_line: int
+    sum_norm: float
+    round_norm: float
+    sum_tensor: str | None
+    round_tensor: str | None
+
+
+def _lines(trace: Trace) -> tuple[int, int] | None:
+    """(line of the fp32 sum, line that rounds it into `residual`) of add_rms_forward, from its statements."""
+    info = trace.function(ADD_RMS)
+    if not info:
+        return None
+    stmts = info["statements"]
+    rnd = next((s for s in stmts if "residual" in s["targets"]), None)
+    if rnd is None:
+        return None
+    before = [s for s in stmts if s["line"] < rnd["line"] and "x" in s["targets"]]
+    return (before[-1]["line"], rnd["line"]) if before else None
+
+
+def rounding_calls(trace: Trace) -> list[RoundingCall]:
+    """Per replayed call: ‖fp32 sum‖ and ‖rounded residual‖ (and their tensor keys when saved)."""
+    where = _lines(trace)
+    if where is None:
+        return []
+    out = []
+    sums = {(r.module, r.call): r for r in trace.records if r.function == ADD_RMS and r.line == where[0]}
+    for r in (r for r in trace.records if r.function == ADD_RMS and r.line == where[1]):
+        s: LineRecord | None = sums.get((r.module, r.call))
+        sv, rv = (s.var("x") if s else None), r.var("residual")
+        if sv and rv:
+            out.append(RoundingCall(r.module or "", r.layer, where[0], where[1], sv.norm, rv.norm, sv.tensor, rv.tensor))
+    return out
+
+
+def elementwise(trace: Trace, call: RoundingCall) -> tuple[int, int, int] | None:
+    """(elements that differ, their max ulps, elements) between normalising the unrounded sum (nano-vllm)
+    and the rounded residual (HF), both cast to the model dtype before γ — from the saved tensors."""
+    if not (call.sum_tensor and call.round_tensor):
+        return None
+    try:
+        import torch
+
+        s, r = trace.tensor(call.sum_tensor).float(), trace.tensor(call.round_tensor)
+    except KeyError:
+        return None
+    eps = float(trace.meta["model"]["config"].get("rms_norm_eps", 1e-6))
+    dtype = r.dtype
+
+    def norm(v: "torch.Tensor") -> "torch.Tensor":
+        return (v * torch.rsqrt(v.pow(2).mean(dim=-1, keepdim=True) + eps)).to(dtype)
+
+    a, b = norm(s), norm(r.float())
+    ia, ib = (t.view(torch.int16).to(torch.int32) for t in (a, b))
+    ordered = lambda i: torch.where(i < 0, -32768 - i, i)  # noqa: E731 - sign-magnitude -> ordered
+    ulps = (ordered(ia) - ordered(ib)).abs()
+    return int((ulps > 0).sum()), int(ulps.max()), a.numel()
+
+
+def render(traces: TraceSet, href: Href) -> str:
+    """The page's Markdown."""
+    out = ["---\ntitle: 数值 Numerics\n---\n", "# 数值：nano-vllm 与 HF transformers 的差别 — Numerics\n",
+           "页面上的每个数都来自 `traces/` 里的轨迹（页面不手写数字）。Every number on this page is read from a trace "
+           "under `traces/`; none is typed by hand.\n"]
+    bf = traces.find(dtype="bfloat16") or traces.find(dtype="float16")
+    if bf:
+        out += [_section_rounding(bf, href), _section_elementwise(traces, href)]
+    f32 = traces.find(dtype="float32")
+    out.append(_section_f32(f32, bf, href) if f32 else
+               "## float32\n\n没有 float32 轨迹 — no float32 trace under `traces/` (`make site` makes one).\n")
+    return "\n".join(out)
+
+
+def _section_rounding(view: TraceView, href: Href) -> str:
+    t = view.trace
+    where = _lines(t)
+    link = (lambda line: f'<a href="{esc(href("nanovllm/layers/layernorm.py", line))}">layernorm.py:{line}</a>')
+    intro = ("## 1. 归一化的是哪个和 — which sum is normalised\n\n"
+             "两边都先把 $x$ 与残差在 fp32 里相加。nano-vllm 的 `add_rms_forward` 把这个 fp32 的和"
+             f"（{link(where[0]) if where else ''}）留着去做 RMSNorm，只把它的 {esc(t.meta['dtype'])} 舍入版本存回 `residual`"
+             f"（{link(where[1]) if where else ''}）；HF transformers 的 Qwen3 先得到舍入后的残差，再对它做 RMSNorm。"
+             "两边舍入的是同一个和：只要相加的两项一致，残差就逐位相同，差别只出现在归一化输出上；差多少，下面的表是轨迹量出来的。\n\n"
+             "Both add $x$ and the residual in fp32. nano-vllm's `add_rms_forward` keeps that *unrounded* fp32 sum "
+             f"for the RMSNorm and only stores its {esc(t.meta['dtype'])} rounding in `residual`; HF transformers' Qwen3 "
+             "normalises the *rounded* residual. Both round the same sum: whenever the two addends agree the residuals agree bit "
+             "for bit, and only the normalised outputs differ — by how much, the tables below measure from the trace.\n\n"
+             f"**Trace:** {esc(t.provenance())}\n")
+    return intro + "\n" + _layer_table(t) + "\n" + _norm_table(t, href)
+
+
+def _layer_table(t: Trace) -> str:
+    """Per layer: max |Δ| (ulps at scale) of each flow tensor against HF, from the identities."""
+    cols = {key: {p.layer: p for p in series(t, key)} for key, _ in LAYER_KEYS}
+    head = "".join(f"<th>{esc(name)}</th>" for _, name in LAYER_KEYS)
+    rows = []
+    for layer in t.layers():
+        cells = []
+        for key, _ in LAYER_KEYS:
+            p = cols[key].get(layer)
+            cells.append("<td>—</td>" if p is None else
+                         f'<td title="L{p.line} {esc(p.var)}; element-wise max {num(p.max_ulps)} ulp">'
+                         f"{num(p.max_abs)} ({num(p.scale_ulps, 3)} ulp)</td>")
+        rows.append(f"<tr><td>{layer}</td>{''.join(cells)}</tr>")
+    fv = t.summary.get("final_vs_hf") or {}
+    return ("### 每层与 HF 的距离 Distance to HF per layer\n\n"
+            "max |Δ|，括号里是以该张量最大值的 ulp 计的距离（逐元素的 max ulps 在鼠标提示里：零附近一个元素变号就会很大）。"
+            "注意注意力那一列：本轨迹的注意力后端（"
+            f"{esc(t.meta['attention'])}）与 HF 的 eager 注意力本身就有差别，它会沿残差流传下去。"
+            " max |Δ|, in parentheses in ulps of the tensor's largest value (the element-wise max ulps is in the "
+            "tooltip: one element changing sign near zero makes it huge). Note the attention column: this trace's "
+            "attention backend already differs from HF's eager attention, and that difference travels down the "
+            "residual stream.\n\n"
+            f'<div class="an-table"><table><thead><tr><th>layer ℓ</th>{head}</tr></thead><tbody>{"".join(rows)}'
+            f"</tbody></table></div>\n\n"
+            f"最终输出 Final hidden states vs HF: max |Δ| = {num(fv.get('max_abs'))} "
+            f"({num(fv.get('scale_ulps'), 3)} ulp), ‖Δ‖/‖ref‖ = {num(fv.get('rel'), 3)}, "
+            f"{num(fv.get('n_diff'))} / {num(fv.get('numel'))} elements differ.\n")
+
+
+def _norm_table(t: Trace, href: Href) -> str:
+    """Inside add_rms_forward: ‖fp32 sum‖ vs ‖rounded residual‖ per call (replay records)."""
+    calls = rounding_calls(t)
+    if not calls:
+        return ""
+    eps = 2.0 ** -MANTISSA_BITS.get(t.meta["dtype"], 23)
+    rows = "".join(
+        f"<tr><td>{'—' if c.layer is None else c.layer}</td><td><code>{esc(c.module)}</code></td>"
+        f"<td>{num(c.sum_norm, 8)}</td><td>{num(c.round_norm, 8)}</td>"
+        f"<td>{num(abs(c.sum_norm - c.round_norm) / c.sum_norm, 3)}</td></tr>" for c in calls)
+    return ("### 舍入改变了多少 RMS — how much rounding moves the RMS\n\n"
+            "同一次调用里，fp32 的和与舍入后的残差的范数（也就是 RMS 的 √(H·T) 倍）几乎相同："
+            f"相对差远小于 {esc(t.meta['dtype'])} 的机器精度 {num(eps, 3)}，所以大多数输出舍入到同一个值，"
+            "只有恰好落在舍入边界附近的元素差一个 ulp。"
+            " Within one call, the fp32 sum and the rounded residual have almost the same norm (√(H·T) × the RMS): "
+            f"the relative difference is far below {esc(t.meta['dtype'])}'s epsilon {num(eps, 3)}, so most outputs "
+            "round to the same value and only elements near a rounding boundary move by one ulp.\n\n"
+            '<div class="an-table"><table><thead><tr><th>layer</th><th>call</th><th>‖fp32 sum‖ (L'
+            f"{calls[0].sum_line})</th><th>‖residual‖ (L{calls[0].round_line})</th><th>relative difference</th></tr>"
+            f"</thead><tbody>{rows}</tbody></table></div>\n")
+
+
+def _section_elementwise(traces: TraceSet, href: Href) -> str:
+    """Element-wise effect, recomputed from saved tensors of a bf16/fp16 trace (if one has them)."""
+    view = next((v for v in traces.views if not v.pin_moved and v.trace.meta.get("tensors_saved")
+                 and v.dtype in ("bfloat16", "float16")), None)
+    head = "### 逐元素 Element by element\n\n"
+    if view is None:
+        return (head + "没有保存完整张量的 16 位轨迹 — no 16-bit trace with full tensors under `traces/`; "
+                "`annotate trace --preset tiny` saves them.\n")
+    rows = []
+    for c in rounding_calls(view.trace):
+        res = elementwise(view.trace, c)
+        if res:
+            rows.append(f"<tr><td>{'—' if c.layer is None else c.layer}</td><td><code>{esc(c.module)}</code></td>"
+                        f"<td>{num(res[0])} / {num(res[2])}</td><td>{num(res[1])}</td></tr>")
+    return (head + "用同一次调用里记录下来的 fp32 和，分别按两种做法归一化（未舍入的和 vs 舍入后的残差），"
+            "在乘 γ 之前转回低精度，数一数有多少元素不同。"
+            " From the fp32 sum each replayed call recorded, normalise it both ways (the unrounded sum, as nano-vllm "
+            "does, vs the rounded residual, as HF does), cast to the model dtype before γ, and count the elements "
+            f"that differ.\n\n**Trace:** {esc(view.trace.provenance())}\n\n"
+            '<div class="an-table"><table><thead><tr><th>layer</th><th>call</th><th>elements that differ</th>'
+            f'<th>max ulps</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>\n')
+
+
+def _section_f32(view: TraceView, bf: TraceView | None, href: Href) -> str:
+    """The float32 hazard: aliasing flags (lines linked), what the values show, identities lost, final output."""
+    t = view.trace
+    alias = [f for f in t.flags if f.get("kind") == "aliasing"]
+    broken = [f for f in t.flags if f.get("kind") == "identity"]
+    items = "".join(f"<li>{_lines_links(f, href)} — {esc(f['message'])}</li>" for f in alias)
+    lost = "".join(f"<li>{_lines_links(f, href)} — {esc(f['message'])}</li>" for f in broken)
+    out = ["## 2. float32 下的别名陷阱 — the float32 aliasing hazard\n",
+           "在 float32 下，`x.float()` 和 `x.to(orig_dtype)` 不拷贝，直接返回同一个张量：`residual` 与 `x` 成了同一块内存，"
+           "随后对 `x` 的原地归一化也改写了 `residual`。轨迹在每行之后克隆了值，所以能看到这件事发生。"
+           " In float32, `x.float()` and `x.to(orig_dtype)` return the very same tensor, so `residual` *is* `x`, "
+           "and the in-place normalisation of `x` also overwrites `residual`. The trace clones every value after "
+           f"each line, so it sees this happen.\n\n**Trace:** {esc(t.provenance())}\n",
+           f"### 别名 Aliasing found by the trace\n\n<ul>{items or '<li>none</li>'}</ul>\n",
+           _inplace_table(t, href)]
+    fv, bv = t.summary.get("final_vs_hf") or {}, (bf.trace.summary.get("final_vs_hf") or {}) if bf else {}
+    out.append("### 后果 What breaks\n\n"
+               f"<ul>{lost or '<li>none</li>'}</ul>\n\n"
+               f"最终输出与 HF 的距离 Final hidden states vs HF: float32 max |Δ| = {num(fv.get('max_abs'))}, "
+               f"‖Δ‖/‖ref‖ = {num(fv.get('rel'), 3)}"
+               + (f"; {esc(bf.dtype)} max |Δ| = {num(bv.get('max_abs'))}, ‖Δ‖/‖ref‖ = {num(bv.get('rel'), 3)}" if bv else "")
+               + ". 更高的精度反而给出错误的结果 — the higher precision gives the wrong answer.\n")
+    return "\n".join(out)
+
+
+def _inplace_table(t: Trace, href: Href) -> str:
+    """`residual`'s norm after each line of one add_rms_forward call: it changes on lines that only touch x."""
+    info = t.function(ADD_RMS)
+    recs = [r for r in t.records if r.function == ADD_RMS and r.kind == "line"]
+    if not info or not recs:
+        return ""
+    first = (recs[0].module, recs[0].call)
+    call = [r for r in recs if (r.module, r.call) == first and r.var("residual")]
+    rows = "".join(
+        f'<tr><td><a href="{esc(href(r.file, r.line))}">L{r.line}</a></td><td><code>{esc(r.text)}</code></td>'
+        f"<td>{num(r.var('residual').norm)}</td><td>{esc(', '.join(r.var('residual').same_memory) or '—')}</td>"
+        f"<td>{esc(sup_label(r.var('residual').label))}</td></tr>" for r in call)
+    return ("### `residual` 逐行 — `residual` line by line\n\n"
+            f"<code>{esc(first[0])}</code> 的一次调用：`residual` 在只写 `x` 的行上也变了。"
+            f" One call (<code>{esc(first[0])}</code>): `residual` changes on lines that only write `x`.\n\n"
+            '<div class="an-table"><table><thead><tr><th>line</th><th>statement</th><th>‖residual‖</th>'
+            f'<th>same memory as</th><th>≡</th></tr></thead><tbody>{rows}</tbody></table></div>\n')
+
+
+def _lines_links(flag: dict, href: Href) -> str:
+    name = flag["file"].rsplit("/", 1)[-1]
+    return ", ".join(f'<a href="{esc(href(flag["file"], ln))}">{esc(name)}:{ln}</a>' for ln in flag.get("lines", []))

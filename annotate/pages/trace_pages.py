@@ -1,0 +1,90 @@
+"""The generated trace pages: overview (flow diagram + plots), fused kernels, numerics.
+
+Independent of MkDocs like :mod:`annotate.pages.generate`: :func:`trace_pages` returns Markdown
+pages and SVG files (docs-relative URI -> text); the plugin adds them to the build. Without any
+trace each page says how to record one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotate.links import page_url
+from annotate.pages import flow, kernels_page, numerics_page, plots
+from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.tracefmt import esc
+
+INDEX = "trace/index.md"
+NORMS_SVG = "trace/norms.svg"
+HF_SVG = "trace/hf-diff.svg"
+
+
+@dataclass
+class TracePages:
+    """Markdown pages and SVG files, both keyed by docs-relative URI."""
+
+    pages: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _href(uri: str):
+    return lambda file, line: page_url(uri, file, line)
+
+
+def trace_pages(root: Path, traces: TraceSet) -> TracePages:
+    """Every trace page for the traces found (each saying how to record one when there is none)."""
+    out = TracePages()
+    view = next((v for v in traces.views if not v.pin_moved), None)
+    if view is None:   # every page still exists (hand-written pages link to them) and says how to get a trace
+        for uri, title in ((INDEX, "运行轨迹 Trace"), (kernels_page.URI, "融合内核 Fused kernels"),
+                           (numerics_page.URI, "数值 Numerics")):
+            out.pages[uri] = _empty(traces, title)
+        return out
+    out.files[NORMS_SVG] = plots.norms_svg(view.trace)
+    out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
+    out.pages[INDEX] = overview(view, traces)
+    out.pages[kernels_page.URI] = kernels_page.render(root, traces, _href(kernels_page.URI))
+    out.pages[numerics_page.URI] = numerics_page.render(traces, _href(numerics_page.URI))
+    return out
+
+
+def _empty(traces: TraceSet, title: str) -> str:
+    stale = "".join(f"\n- {esc(w)}" for w in traces.warnings())
+    return (f"---\ntitle: {title}\n---\n# {title}\n\n"
+            "`traces/` 里没有可用的轨迹 — no usable trace under `traces/`: run `make site` "
+            "(or `annotate trace`) to record one." + stale + "\n")
+
+
+def overview(view: TraceView, traces: TraceSet) -> str:
+    """Which traces the site shows, the flow diagram, the two plots."""
+    svg = flow.render_svg(flow.extract(view.trace), _href(INDEX))
+    listing = "\n".join(f"| `traces/{esc(v.key)}` | {esc(v.label)} | {esc(v.trace.provenance())} | "
+                        f"{'过期 stale' if v.warning() else '当前 current'} |" for v in traces.views)
+    return (
+        "---\ntitle: 运行轨迹 Trace\n---\n# 运行轨迹：两个变量的流动 — the recorded run\n\n"
+        "`annotate trace` 运行了真正的 nano-vllm（编译过的函数仍以编译版运行），记录每一行之后的张量，并与 HF transformers "
+        "的 Qwen3 逐个比对，找出每个张量等于哪个数学变量。源码页上点击带 ▸ 的行即可看到这些值。"
+        " `annotate trace` ran the real nano-vllm (compiled functions still compiled), recorded the tensors after "
+        "every line, and identified each one by comparing it with HF transformers' Qwen3. On the source pages, "
+        "click a line marked ▸ to see them. See also [融合内核 Fused kernels](kernels.md) and "
+        "[数值 Numerics](numerics.md).\n\n"
+        "| trace | | provenance | |\n| --- | --- | --- | --- |\n" + listing + "\n\n"
+        "## 流程图 Flow diagram\n\n"
+        f"由轨迹 `traces/{esc(view.key)}` 生成：两个相邻的解码层和 `Qwen3Model.norm`。每条边标出代码变量、轨迹识别出的数学变量"
+        "和产生它的源码行（可点击）。左道是 `hidden_states`，右道是 `residual`；虚线表示这一步没有改变它。"
+        " Generated from the trace: two consecutive decoder layers and `Qwen3Model.norm`. Each edge names the code "
+        "variable, the math variable the trace identified it as, and the source line that produced it (linked). "
+        "Dashed: the step leaves that variable alone.\n\n"
+        f'<div class="an-figure an-flow-figure">{svg}</div>\n\n'
+        "## 残差流的大小 Size of the residual stream\n\n"
+        "nano-vllm 里被识别为 $x^{(\\ell)}$、$x_1^{(\\ell)}$、$x_2^{(\\ell)}$ 的张量的 L2 范数（所有 token 和通道）。"
+        " L2 norm (all tokens and channels) of the nano-vllm tensors identified as $x^{(\\ell)}$, "
+        "$x_1^{(\\ell)}$, $x_2^{(\\ell)}$.\n\n"
+        f'<div class="an-figure"><img src="norms.svg" alt="norm of x, x1, x2 across layers" width="640"></div>\n\n'
+        "## 与 HF transformers 的差别 Difference to HF transformers\n\n"
+        "每层的残差（$x$、$x_1$）和归一化输出（RMSNorm₁、RMSNorm₂）与 HF 的距离：左图是以张量最大值的 ulp 计的 max |Δ|，"
+        "右图是逐元素的最大 ulp（零附近变号会让它很大）。详见[数值](numerics.md)。"
+        " Per layer, the residuals ($x$, $x_1$) and the normalised outputs (RMSNorm₁, RMSNorm₂) against HF: left, "
+        "max |Δ| in ulps of the tensor's largest value; right, the element-wise max ulps (a sign flip near zero "
+        "makes it large). See [Numerics](numerics.md).\n\n"
+        f'<div class="an-figure"><img src="hf-diff.svg" alt="nano-vllm vs HF per layer, in ulps" width="720"></div>\n')

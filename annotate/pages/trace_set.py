@@ -1,0 +1,110 @@
+"""The traces the site shows: found under ``traces/``, loaded, labelled, and checked against the vendor.
+
+A trace belongs to the vendored bytes it was made from. When the vendor pin or any traced file's
+bytes differ from the current ``vendor/nano-vllm`` copy, its values could sit on the wrong lines,
+so those files' values are withheld and the build *warns* (one line per trace). MkDocs turns a
+warning into a failure under ``--strict`` — which is what ``annotate build`` and ``make site`` use —
+so a stale trace is refused there; ``annotate trace --if-stale`` (the Makefile's ``trace`` step)
+re-runs the default traces, so the default flow never meets one. ``annotate build --no-strict``
+shows the fresh files and marks the stale ones.
+
+A truncated or wrong-version ``trace.json`` raises the store's one-line :class:`UserError`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotate.trace.store import Trace, find_traces, load_trace
+
+DEFAULT_KEY = "cpu"   # the Makefile's default trace: traces/cpu (bfloat16)
+DEVICE_NAMES = {"cpu": "CPU", "cuda": "GPU"}
+
+
+@dataclass
+class TraceView:
+    """One trace as the site shows it: its key (folder name), label and stale files."""
+
+    key: str
+    trace: Trace
+    stale: list[str] = field(default_factory=list)   # recorded files that changed: their values are withheld
+    changed: list[str] = field(default_factory=list)  # every vendored file that changed since the trace
+    pin_moved: bool = False                          # made at another upstream commit: all files stale
+
+    @property
+    def device(self) -> str:
+        return str(self.trace.meta["device"])
+
+    @property
+    def dtype(self) -> str:
+        return str(self.trace.meta["dtype"])
+
+    @property
+    def label(self) -> str:
+        """`CPU · bfloat16`, `GPU · bfloat16 (NVIDIA H200)`: what the trace switch shows."""
+        dev = DEVICE_NAMES.get(self.device, self.device)
+        model = self.trace.meta["model"]
+        extra = "" if model["name"] == "qwen3-0.6b" else f" · {model['name']}"
+        name = f" ({self.trace.meta['device_name']})" if self.device != "cpu" else ""
+        return f"{dev} · {self.dtype}{extra}{name}"
+
+    def fresh_for(self, path: str) -> bool:
+        """Whether this trace's values may be shown on the page of vendored file `path`."""
+        return not self.pin_moved and path not in self.stale
+
+    def warning(self) -> str | None:
+        """One line for the build log when (part of) this trace is stale, else None."""
+        if not self.pin_moved and not self.changed:
+            return None
+        files = self.changed
+        what = ("made at another upstream commit" if self.pin_moved
+                else f"made from other bytes of {', '.join(files[:4])}{' …' if len(files) > 4 else ''}")
+        withheld = "all its values are withheld" if self.pin_moved else (
+            f"values withheld from {len(self.stale)} page(s)" if self.stale else "its numbers may be out of date")
+        return (f"traces/{self.key}: {what}; {withheld} — rerun "
+                f"`annotate trace --out traces/{self.key} --force` (or delete it)")
+
+
+@dataclass
+class TraceSet:
+    """Every trace under ``traces/``, the default first."""
+
+    views: list[TraceView] = field(default_factory=list)
+
+    @property
+    def default(self) -> TraceView | None:
+        return self.views[0] if self.views else None
+
+    def for_file(self, path: str) -> list[TraceView]:
+        """Fresh traces that recorded something in `path`."""
+        return [v for v in self.views if v.fresh_for(path) and path in v.trace.files()]
+
+    def stale_for(self, path: str) -> list[TraceView]:
+        """Traces that recorded `path` but whose values are withheld because the file changed."""
+        return [v for v in self.views if not v.fresh_for(path) and path in v.trace.files()]
+
+    def find(self, device: str | None = None, dtype: str | None = None) -> TraceView | None:
+        """The first fresh-pinned trace with this device and/or dtype."""
+        return next((v for v in self.views if not v.pin_moved and (device is None or v.device == device)
+                     and (dtype is None or v.dtype == dtype)), None)
+
+    def warnings(self) -> list[str]:
+        return [w for w in (v.warning() for v in self.views) if w]
+
+
+def _order(view: TraceView) -> tuple:
+    """Default trace first, then CPU before GPU, bfloat16 before the others, then by key."""
+    return (view.key != DEFAULT_KEY, view.device != "cpu", view.dtype != "bfloat16", view.key)
+
+
+def load_traces(root: Path, upstream_commit: str | None) -> TraceSet:
+    """Load every trace under `<root>/traces`; a bad trace file raises its one-line UserError."""
+    views = []
+    for folder in find_traces(root):
+        trace = load_trace(folder)
+        traced_commit = (trace.vendor.get("upstream") or {}).get("commit")
+        moved = bool(upstream_commit and traced_commit and traced_commit != upstream_commit)
+        changed = trace.vendor_mismatch(root)
+        recorded = set(trace.files())
+        views.append(TraceView(folder.name, trace, [f for f in changed if f in recorded], changed, moved))
+    return TraceSet(sorted(views, key=_order))

@@ -1,0 +1,154 @@
+"""The values panel, flow diagram and plots in a real headless Chromium, opened from disk (file://).
+
+The site is built once from a scratch project whose traces/ holds this checkout's traces (or the
+tiny session trace). Each test keeps screenshots under test-artifacts/.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from annotate.pages.tracefmt import sup_label
+from annotate.trace.store import load_trace
+
+from values_fixtures import traced_project, traced_site  # noqa: F401,E402 - fixtures
+
+pytest_plugins = ["site_fixtures"]
+pytestmark = pytest.mark.browser
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+QWEN3 = "nanovllm/models/qwen3.py"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (Debian's chromium package)")
+    with playwright.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """A page of the traced site, recording every request it makes."""
+
+    def __init__(self, browser, site: Path, viewport: dict) -> None:
+        self.site, self.page, self.requests = site, browser.new_page(viewport=viewport), []
+        self.page.on("request", lambda request: self.requests.append(request.url))
+
+    def open(self, path: str, anchor: str = "") -> None:
+        self.page.goto((self.site / path).as_uri() + anchor)
+        self.page.wait_for_load_state("load")
+
+    def non_local(self) -> list[str]:
+        return [u for u in self.requests if not u.startswith(("file://", "data:", "blob:"))]
+
+
+@pytest.fixture
+def page(browser, traced_site: Path) -> Iterator[Page]:
+    p = Page(browser, traced_site, DESKTOP)
+    yield p
+    p.page.close()
+
+
+def shown_identity(p: Page, var: str) -> tuple[str, str]:
+    """(data-layer of the identity, its text) of `var` in the visible view of line 156's panel."""
+    loc = p.page.locator(f"#values-L156 .an-view:not([hidden]) .an-var[data-var='{var}'] .an-id")
+    assert loc.count() == 1 and loc.is_visible()
+    return loc.get_attribute("data-layer"), loc.inner_text()
+
+
+def test_line_156_panel_switches_layer_and_matches_the_trace(page: Page, traced_project: Path, artifacts: Path) -> None:
+    trace = load_trace(traced_project / "traces" / "cpu")
+    page.open(f"source/{QWEN3}.html", "#L156")
+    row = page.page.locator("#L156")
+    assert row.get_attribute("tabindex") == "0" and row.get_attribute("aria-expanded") == "false"
+    row.focus()
+    page.page.keyboard.press("Enter")                                   # keyboard opens the panel
+    page.page.wait_for_selector("#values-L156[open]")
+    assert row.get_attribute("aria-expanded") == "true"
+    page.page.locator("#values-L156").scroll_into_view_if_needed()
+    page.page.screenshot(path=str(artifacts / "values-panel-L156.png"))
+    seen = []
+    for layer in trace.layers()[1:] + trace.layers()[:1]:
+        page.page.select_option("#values-L156 .an-layer-select", str(layer))
+        got_layer, text = shown_identity(page, "residual")
+        expected = trace.at(QWEN3, 156, layer=layer)[0].var("residual")
+        assert got_layer == str(expected.matched["layer"]) == str(layer)
+        assert text.startswith(f"≡ {sup_label(expected.label)}")
+        seen.append(text)
+    assert len(set(seen)) == len(seen)                                   # the identity changed with the layer
+    page.page.screenshot(path=str(artifacts / "values-panel-L156-layer0.png"))
+    # every other panel of the page followed the layer choice
+    assert page.page.locator("#values-L154 .an-layer-select").input_value() == str(trace.layers()[0])
+    page.page.click("#L156 .an-code")                                   # a click closes it again
+    assert not page.page.eval_on_selector("#values-L156", "d => d.open")
+    assert page.non_local() == []
+
+
+def test_trace_switch_when_several_traces(page: Page, traced_project: Path) -> None:
+    folders = sorted(p.name for p in (traced_project / "traces").iterdir() if (p / "trace.json").is_file())
+    if len(folders) < 2:
+        pytest.skip("one trace only: no trace switch")
+    page.open(f"source/{QWEN3}.html")
+    page.page.click("#L156 .an-code")
+    options = page.page.eval_on_selector_all("#values-L156 .an-trace-select option", "os => os.map(o => o.value)")
+    assert options[0] == "cpu" and set(options) <= set(folders)
+    page.page.select_option("#values-L156 .an-trace-select", options[1])
+    visible = page.page.locator("#values-L156 .an-view:not([hidden])")
+    assert visible.count() == 1 and visible.get_attribute("data-trace") == options[1]
+    prov = visible.locator(".an-prov").inner_text()
+    assert prov == load_trace(traced_project / "traces" / options[1]).provenance()
+
+
+def test_flow_diagram_and_plots_render(page: Page, traced_project: Path, artifacts: Path) -> None:
+    page.open("trace/index.html")
+    svg = page.page.locator("svg.an-flow")
+    box = svg.bounding_box()
+    assert box and box["width"] > 300 and box["height"] > 500
+    trace = load_trace(traced_project / "traces" / "cpu")
+    last = trace.layers()[-1]
+    labels = svg.text_content()
+    assert "input_layernorm" in labels and sup_label(f"x₂⁽{last}⁾") in labels
+    href = page.page.eval_on_selector("svg.an-flow g.an-step[data-line='156']", "g => g.parentElement.getAttribute('href')")
+    assert href.endswith(f"source/{QWEN3}.html#L156")
+    page.page.add_style_tag(content=".md-header { position: static; }")   # keep the sticky header off the shot
+    svg.screenshot(path=str(artifacts / "values-flow-diagram.png"))
+    for img in ("norms.svg", "hf-diff.svg"):
+        loc = page.page.locator(f"img[src='{img}']")
+        loc.scroll_into_view_if_needed()
+        assert page.page.eval_on_selector(f"img[src='{img}']", "i => i.complete && i.naturalWidth > 100")
+        loc.screenshot(path=str(artifacts / f"values-plot-{img.replace('.svg', '')}.png"))
+    page.page.click("svg.an-flow g.an-step[data-line='156']")
+    page.page.wait_for_selector("#L156.an-hl")
+    assert page.non_local() == []
+
+
+def test_kernel_and_numerics_pages_load_offline(page: Page, artifacts: Path) -> None:
+    for name in ("kernels", "numerics"):
+        page.open(f"trace/{name}.html")
+        assert page.page.locator("table, pre").count() > 0
+        page.page.screenshot(path=str(artifacts / f"values-{name}.png"), full_page=True)
+    assert page.non_local() == []
+
+
+def test_panel_reads_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
+    p = Page(browser, traced_site, PHONE)
+    p.open(f"source/{QWEN3}.html", "#L156")
+    p.page.click("#L156 .an-code")
+    panel = p.page.locator("#values-L156")
+    panel.scroll_into_view_if_needed()
+    box = panel.bounding_box()
+    assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+    assert p.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    p.page.screenshot(path=str(artifacts / "values-panel-phone.png"))
+    p.page.close()

@@ -1,0 +1,66 @@
+"""The fused kernel page (annotate.pages.kernels_page): bytes from the trace's shapes, body beside kernel, golden."""
+from __future__ import annotations
+
+from annotate.pages import kernels_page
+from annotate.pages.kernels_page import body_source, traffic
+from values_fixtures import REPO, compare_golden, href, mini, mini_set
+
+
+def test_bytes_come_from_the_recorded_shapes() -> None:
+    trace = mini()
+    t = traffic(trace, "RMSNorm.add_rms_forward")
+    entry = next(r for r in trace.records if r.function == "RMSNorm.add_rms_forward" and r.kind == "entry")
+    x = entry.var("x")
+    n, width, size = x.shape[0] * x.shape[1], x.shape[1], 2      # bfloat16
+    assert t.fused == (4 * n + width) * size                     # read x, residual, γ; write x and residual
+    assert t.eager > t.fused                                     # the eager body writes fp32 intermediates
+    silu = traffic(trace, "SiluAndMul.forward")
+    assert [b for _, b in silu.reads] == [n // width * silu_width(trace) * size] and len(silu.writes) == 1
+
+
+def silu_width(trace) -> int:
+    rec = next(r for r in trace.records if r.function == "SiluAndMul.forward" and r.kind == "entry")
+    return rec.var("x").shape[-1]
+
+
+def test_body_is_the_vendored_function() -> None:
+    text, a, b = body_source(REPO, mini(), "RMSNorm.add_rms_forward")
+    assert text.splitlines()[0].strip() == "@torch.compile" and "return x, residual" in text.splitlines()[-1]
+    assert b - a + 1 == len(text.splitlines())
+
+
+def test_page_golden() -> None:
+    page = kernels_page.render(REPO, mini_set("bf16"), href)
+    assert page.count("<h2") == 0 and page.count("## `") == 3 and "Inductor C++" in page
+    assert "\n\n" not in page.split('<div class="an-kernel-grid">')[1].split("</div></div>")[0]   # one HTML block
+    compare_golden("values/kernels.md", page)
+
+
+def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
+    """A CUDA trace (made here from the CPU mini trace: no GPU on this machine) with bandwidth.json."""
+    import json
+    import shutil
+
+    from annotate.pages.trace_set import TraceSet, TraceView
+    from annotate.trace.store import load_trace
+    from values_fixtures import mini_dir
+
+    cuda = tmp_path / "cuda"
+    shutil.copytree(mini_dir("bf16"), cuda)
+    payload = json.loads((cuda / "trace.json").read_text(encoding="utf-8"))
+    payload["meta"].update(device="cuda", device_name="NVIDIA H200")
+    for k in payload["kernels"]:
+        k["languages"] = ["triton"]
+        k["kernels"] = [dict(x, language="triton", source="@triton.jit\ndef triton_red_fused(in_ptr0, out_ptr0):\n    pass")
+                        for x in k["kernels"]]
+    (cuda / "trace.json").write_text(json.dumps(payload), encoding="utf-8")
+    (cuda / "bandwidth.json").write_text(json.dumps({
+        "device_name": "NVIDIA H200", "dtype": "bfloat16", "tokens": 32768, "hidden": 1024, "iters": 50,
+        "bytes_moved": 268437504, "median_s": {"fused": 1e-4, "eager": 4e-4, "copy": 8e-5},
+        "bandwidth_GBps": {"fused": 2684.4, "eager": 671.1, "copy": 3355.4},
+        "fraction_of_copy": {"fused": 0.8, "eager": 0.2}, "fused_speedup_vs_eager": 4.0}), encoding="utf-8")
+    traces = TraceSet([TraceView("cpu", mini()), TraceView("cuda", load_trace(cuda))])
+    assert [v.label for v in traces.views] == ["CPU · bfloat16", "GPU · bfloat16 (NVIDIA H200)"]
+    page = kernels_page.render(REPO, traces, href)
+    assert "Triton" in page and "triton_red_fused" in page and "Inductor C++" in page
+    assert "实测带宽 Achieved bandwidth" in page and "2684 GB/s" in page and "80%" in page

@@ -1,0 +1,39 @@
+"""The numerics page (annotate.pages.numerics_page): every number from a trace; float32 hazard; golden."""
+from __future__ import annotations
+
+import re
+
+from annotate.pages import numerics_page
+from annotate.pages.numerics_page import elementwise, rounding_calls
+from annotate.pages.tracefmt import num
+from annotate.pages.trace_set import TraceSet, TraceView
+from values_fixtures import compare_golden, href, mini, mini_set, tensor_trace  # noqa: F401 - a fixture
+
+
+def test_rounding_calls_pair_the_fp32_sum_with_the_rounded_residual() -> None:
+    calls = rounding_calls(mini())
+    assert calls and {(c.sum_line, c.round_line) for c in calls} == {(35, 36)}
+    for c in calls:
+        assert abs(c.sum_norm - c.round_norm) / c.sum_norm < 2 ** -7
+
+
+def test_page_numbers_are_the_traces() -> None:
+    page = numerics_page.render(mini_set("bf16", "f32"), href)
+    bf, f32 = mini(), mini("f32")
+    assert num(bf.summary["final_vs_hf"]["max_abs"]) in page and num(f32.summary["final_vs_hf"]["max_abs"]) in page
+    for flag in f32.flags:
+        assert flag["message"] in page
+    assert "layernorm.py.html#L36" in page and "no 16-bit trace with full tensors" in page
+    # no number typed in the prose: every digit run outside tags and links is in one of the traces' texts
+    assert "1.37" not in page and "0.0095" not in page
+    compare_golden("values/numerics.md", page)
+
+
+def test_elementwise_from_saved_tensors(tensor_trace) -> None:
+    calls = rounding_calls(tensor_trace)
+    results = [elementwise(tensor_trace, c) for c in calls]
+    assert results and all(r is not None for r in results)
+    for differ, ulps, numel in results:
+        assert 0 <= differ <= numel and ulps <= 2
+    page = numerics_page.render(TraceSet([TraceView("cpu", mini()), TraceView("tiny", tensor_trace)]), href)
+    assert re.search(r"<td>\d+ / \d+</td>", page)

@@ -1,0 +1,94 @@
+"""Traces found under traces/ (annotate.pages.trace_set) and what a build does with stale or broken ones."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from annotate.cli import main
+from annotate.errors import UserError
+from annotate.pages.trace_set import load_traces
+from site_fixtures import copy_project
+from values_fixtures import mini_dir
+
+QWEN3 = "nanovllm/models/qwen3.py"
+PIN = "2f214426530e2841e7d24c73ee0dfa914d62df56"
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A scratch copy of the project's site inputs (named apart from other modules' `project` fixtures)."""
+    return copy_project(tmp_path / "project")
+
+
+def with_traces(project: Path, *names: str) -> Path:
+    for name in names:
+        shutil.copytree(mini_dir(name), project / "traces" / ("cpu" if name == "bf16" else f"cpu-{name}"))
+    return project
+
+
+def build(project: Path, *extra: str) -> int:
+    return main(["--root", str(project), "build", "--site-dir", str(project / "site"), *extra])
+
+
+def test_default_first_then_by_dtype(scratch: Path) -> None:
+    traces = load_traces(with_traces(scratch, "f32", "bf16"), PIN)
+    assert [v.key for v in traces.views] == ["cpu", "cpu-f32"]
+    assert [v.label for v in traces.views] == ["CPU · bfloat16", "CPU · float32"]
+    assert traces.warnings() == [] and traces.for_file(QWEN3)
+
+
+def test_changed_vendor_file_makes_its_values_stale(scratch: Path) -> None:
+    with_traces(scratch, "bf16")
+    qwen3 = scratch / "vendor/nano-vllm" / QWEN3
+    qwen3.write_text("# a new first line moves every line down\n" + qwen3.read_text())
+    traces = load_traces(scratch, PIN)
+    view = traces.views[0]
+    assert view.stale == [QWEN3] and not view.fresh_for(QWEN3) and view.fresh_for("nanovllm/layers/layernorm.py")
+    assert traces.for_file(QWEN3) == [] and len(traces.warnings()) == 1
+    assert load_traces(scratch, "0" * 40).views[0].pin_moved                 # another upstream pin: all stale
+
+
+def test_strict_build_refuses_a_stale_trace_in_one_line(scratch: Path, capsys) -> None:
+    with_traces(scratch, "bf16")
+    qwen3 = scratch / "vendor/nano-vllm" / QWEN3
+    qwen3.write_text("# moved\n" + qwen3.read_text())
+    assert build(scratch) != 0
+    err = capsys.readouterr().err
+    assert "traces/cpu: made from other bytes of nanovllm/models/qwen3.py" in err and "--force" in err
+    assert not (scratch / "site").exists()
+
+
+def test_non_strict_build_withholds_stale_values(scratch: Path, capsys) -> None:
+    with_traces(scratch, "bf16")
+    qwen3 = scratch / "vendor/nano-vllm" / QWEN3
+    qwen3.write_text("# moved\n" + qwen3.read_text())
+    assert build(scratch, "--no-strict") == 0
+    page = (scratch / "site/source" / f"{QWEN3}.html").read_text(encoding="utf-8")
+    assert "过期 Stale" in page and 'class="an-values"' not in page
+    layernorm = (scratch / "site/source/nanovllm/layers/layernorm.py.html").read_text(encoding="utf-8")
+    assert 'class="an-values"' in layernorm
+    assert "WARNING" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda p: p.write_text(p.read_text()[:1000]), "truncated or not JSON"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "version": 99})), "trace format version 99"),
+], ids=["truncated", "wrong-version"])
+def test_broken_trace_is_one_clear_error(scratch: Path, capsys, damage, message: str) -> None:
+    with_traces(scratch, "bf16")
+    damage(scratch / "traces/cpu/trace.json")
+    with pytest.raises(UserError, match=message):
+        load_traces(scratch, PIN)
+    assert build(scratch) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and message in err[-1] and "traces/cpu/trace.json" in err[-1]
+
+
+def test_pages_build_without_traces(scratch: Path) -> None:
+    assert build(scratch) == 0
+    page = (scratch / "site/source" / f"{QWEN3}.html").read_text(encoding="utf-8")
+    assert 'class="an-values"' not in page
+    assert "no usable trace" in (scratch / "site/trace/index.html").read_text(encoding="utf-8")

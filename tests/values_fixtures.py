@@ -1,0 +1,124 @@
+"""Fixtures for the trace-values tests: the committed mini traces, goldens, and a site built with traces.
+
+Loaded with ``pytest_plugins = ["values_fixtures"]``. The mini traces (tests/golden/values/*/trace.json,
+see tests/trace_mini.py) keep goldens stable; the browser tests build a scratch project whose
+``traces/`` holds the real traces of this checkout (from `make site`), or — when there are none —
+the tiny trace the trace tests' session fixture records (one real compiled run, ~10 s).
+"""
+from __future__ import annotations
+
+import functools
+import html
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.trace.store import Trace, find_traces, load_trace
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN = REPO / "tests" / "golden"
+MINI = GOLDEN / "values"
+
+
+VENDOR = REPO / "vendor" / "nano-vllm"
+
+
+def _statement(file: str, line: int, end: int) -> str:
+    """A statement's text from the vendored copy, white space normalised (as the trace records it)."""
+    lines = (VENDOR / file).read_text(encoding="utf-8").splitlines()[line - 1:end]
+    return " ".join(" ".join(lines).split())
+
+
+@functools.lru_cache(maxsize=None)
+def mini_dir(name: str = "bf16") -> Path:
+    """A committed mini trace with its statement texts restored from the vendored copy, in a temp folder."""
+    payload = json.loads((MINI / name / "trace.json").read_text(encoding="utf-8"))
+    for r in payload["records"]:
+        r["text"] = _statement(r["file"], r["line"], r["end_line"]) if r["kind"] == "line" else ""
+    for f in payload["functions"]:
+        for st in f["statements"]:
+            st["text"] = _statement(f["file"], st["line"], st["end_line"])
+    for f in payload["summary"]["flow"]:
+        f["text"] = payload["records"][f["record"]]["text"]
+    out = Path(tempfile.mkdtemp(prefix="annotate-mini-")) / name
+    out.mkdir()
+    (out / "trace.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def mini(name: str = "bf16") -> Trace:
+    """A committed mini trace: `bf16` (traces/cpu cut down) or `f32` (the float32 one)."""
+    return load_trace(mini_dir(name))
+
+
+def redact(text: str) -> str:
+    """Output with vendored code left out, so goldens hold none: highlighted blocks and whole vendored lines."""
+    text = re.sub(r'<div class="highlight"><pre><code>.*?</code></pre></div>',
+                  '<div class="highlight">‹vendored or generated code›</div>', text, flags=re.S)
+    codes = {" ".join(line.split()) for path in VENDOR.rglob("*.py")
+             for line in path.read_text(encoding="utf-8").splitlines()}
+    for code in sorted((c for c in codes if len(c) >= 12), key=len, reverse=True):   # longest first
+        text = text.replace(code, "‹vendored line›").replace(html.escape(code, quote=False), "‹vendored line›")
+    return text
+
+
+def mini_set(*names: str) -> TraceSet:
+    """A TraceSet of mini traces keyed `cpu` (bf16) and `cpu-float32` (f32), nothing stale."""
+    keys = {"bf16": "cpu", "f32": "cpu-float32"}
+    return TraceSet([TraceView(keys[n], mini(n)) for n in names or ("bf16",)])
+
+
+def compare_golden(name: str, text: str) -> None:
+    """Compare with tests/golden/<name> (vendored code redacted); UPDATE_GOLDEN=1 rewrites it (review, commit)."""
+    golden, text = GOLDEN / name, redact(text)
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert golden.is_file(), f"{golden} missing: run UPDATE_GOLDEN=1 pytest"
+    assert text == golden.read_text(encoding="utf-8"), f"{golden} differs: run UPDATE_GOLDEN=1 pytest and review"
+
+
+def href(file: str, line: int) -> str:
+    return f"../source/{file}.html#L{line}"
+
+
+@pytest.fixture(scope="session")
+def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """A scratch project with traces/: this checkout's traces when present, else the tiny session trace."""
+    from site_fixtures import copy_project
+
+    dest = copy_project(tmp_path_factory.mktemp("traced") / "project")
+    found = find_traces(REPO)
+    if found:
+        for folder in found:
+            shutil.copytree(folder, dest / "traces" / folder.name)
+    else:
+        run = request.getfixturevalue("tiny_trace")
+        shutil.copytree(run.out, dest / "traces" / "cpu")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def traced_site(traced_project: Path) -> Path:
+    """The traced scratch project's site, built once (strict)."""
+    from annotate.cli.site import build_site
+
+    target = traced_project / "site"
+    build_site(traced_project, target, strict=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def tensor_trace(request: pytest.FixtureRequest) -> Trace:
+    """A 16-bit trace with full tensors: `make site`'s tiny one under traces/, else the session's tiny trace."""
+    for folder in find_traces(REPO):
+        trace = load_trace(folder)
+        if trace.meta.get("tensors_saved") and trace.meta["dtype"] in ("bfloat16", "float16"):
+            return trace
+    return request.getfixturevalue("tiny_trace").trace
