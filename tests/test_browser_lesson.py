@@ -16,15 +16,12 @@ from typing import Iterator
 
 import pytest
 
-pytest_plugins = ["site_fixtures"]
+pytest_plugins = ["site_fixtures", "browser_fixtures"]
 pytestmark = pytest.mark.browser
 
-playwright = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 LESSON = "lesson.html"
 LAYERNORM_PAGE = "source/nanovllm/layers/layernorm.py.html"
 # the reference clicked: where add_rms_forward stores the new residual
@@ -54,16 +51,6 @@ def site(request: pytest.FixtureRequest) -> Path:
         pytest.skip(f"{lesson} still shows raw {{{{= … }}}} placeholders: the plugin does not call "
                     "annotate.claims.expand in on_page_markdown yet")
     return root
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (Debian's chromium package)")
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture

@@ -9,52 +9,13 @@ from typing import Iterator
 
 import pytest
 
-pytest_plugins = ["site_fixtures"]
+from browser_helpers import DESKTOP, PHONE, Visit
+
+pytest_plugins = ["site_fixtures", "browser_fixtures"]
 pytestmark = pytest.mark.browser
 
-playwright = pytest.importorskip("playwright.sync_api")
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 LAYERNORM = "source/nanovllm/layers/layernorm.py.html"
 QWEN3 = "source/nanovllm/models/qwen3.py.html"
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (Debian's chromium package)")
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-class Visit:
-    """A page opened from the built site, recording every request it makes."""
-
-    def __init__(self, browser, site: Path, viewport: dict) -> None:
-        self.site = site
-        self.page = browser.new_page(viewport=viewport)
-        self.requests: list[str] = []
-        self.page.on("request", lambda request: self.requests.append(request.url))
-
-    def open(self, path: str, anchor: str = "") -> None:
-        self.page.goto((self.site / path).as_uri() + anchor)
-        self.page.wait_for_load_state("load")
-
-    def non_local(self) -> list[str]:
-        return [u for u in self.requests if not u.startswith(("file://", "data:", "blob:"))]
-
-    def in_viewport(self, selector: str) -> bool:
-        return self.page.eval_on_selector(selector, """el => { const r = el.getBoundingClientRect();
-            return r.top >= 0 && r.bottom <= window.innerHeight && r.height > 0; }""")
-
-    def shot(self, artifacts: Path, name: str) -> None:
-        self.page.screenshot(path=str(artifacts / f"{name}.png"))
 
 
 @pytest.fixture

@@ -13,61 +13,32 @@ import pytest
 from annotate.pages.tracefmt import sup_label
 from annotate.trace.store import load_trace
 
+from browser_helpers import DESKTOP, PHONE, Visit
 from values_fixtures import traced_project, traced_site  # noqa: F401,E402 - fixtures
 
-pytest_plugins = ["site_fixtures"]
+pytest_plugins = ["site_fixtures", "browser_fixtures"]
 pytestmark = pytest.mark.browser
 
-playwright = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
 QWEN3 = "nanovllm/models/qwen3.py"
-DESKTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: run `make browser` (Debian's chromium package)")
-    with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield chromium
-        chromium.close()
-
-
-class Page:
-    """A page of the traced site, recording every request it makes."""
-
-    def __init__(self, browser, site: Path, viewport: dict) -> None:
-        self.site, self.page, self.requests = site, browser.new_page(viewport=viewport), []
-        self.page.on("request", lambda request: self.requests.append(request.url))
-
-    def open(self, path: str, anchor: str = "") -> None:
-        self.page.goto((self.site / path).as_uri() + anchor)
-        self.page.wait_for_load_state("load")
-
-    def non_local(self) -> list[str]:
-        return [u for u in self.requests if not u.startswith(("file://", "data:", "blob:"))]
 
 
 @pytest.fixture
-def page(browser, traced_site: Path) -> Iterator[Page]:
-    p = Page(browser, traced_site, DESKTOP)
+def page(browser, traced_site: Path) -> Iterator[Visit]:
+    p = Visit(browser, traced_site, DESKTOP)
     yield p
     p.page.close()
 
 
-def shown_identity(p: Page, var: str) -> tuple[str, str]:
+def shown_identity(p: Visit, var: str) -> tuple[str, str]:
     """(data-layer of the identity, its text) of `var` in the visible view of line 156's panel."""
     loc = p.page.locator(f"#values-L156 .an-view:not([hidden]) .an-var[data-var='{var}'] .an-id")
     assert loc.count() == 1 and loc.is_visible()
     return loc.get_attribute("data-layer"), loc.inner_text()
 
 
-def test_line_156_panel_switches_layer_and_matches_the_trace(page: Page, traced_project: Path, artifacts: Path) -> None:
+def test_line_156_panel_switches_layer_and_matches_the_trace(page: Visit, traced_project: Path, artifacts: Path) -> None:
     trace = load_trace(traced_project / "traces" / "cpu")
     page.open(f"source/{QWEN3}.html", "#L156")
     row = page.page.locator("#L156")
@@ -95,7 +66,7 @@ def test_line_156_panel_switches_layer_and_matches_the_trace(page: Page, traced_
     assert page.non_local() == []
 
 
-def test_trace_switch_when_several_traces(page: Page, traced_project: Path) -> None:
+def test_trace_switch_when_several_traces(page: Visit, traced_project: Path) -> None:
     folders = sorted(p.name for p in (traced_project / "traces").iterdir() if (p / "trace.json").is_file())
     if len(folders) < 2:
         pytest.skip("one trace only: no trace switch")
@@ -110,7 +81,7 @@ def test_trace_switch_when_several_traces(page: Page, traced_project: Path) -> N
     assert prov == load_trace(traced_project / "traces" / options[1]).provenance()
 
 
-def test_flow_diagram_and_plots_render(page: Page, traced_project: Path, artifacts: Path) -> None:
+def test_flow_diagram_and_plots_render(page: Visit, traced_project: Path, artifacts: Path) -> None:
     page.open("trace/index.html")
     svg = page.page.locator("svg.an-flow")
     box = svg.bounding_box()
@@ -133,7 +104,7 @@ def test_flow_diagram_and_plots_render(page: Page, traced_project: Path, artifac
     assert page.non_local() == []
 
 
-def test_kernel_and_numerics_pages_load_offline(page: Page, artifacts: Path) -> None:
+def test_kernel_and_numerics_pages_load_offline(page: Visit, artifacts: Path) -> None:
     for name in ("kernels", "numerics"):
         page.open(f"trace/{name}.html")
         assert page.page.locator("table, pre").count() > 0
@@ -142,7 +113,7 @@ def test_kernel_and_numerics_pages_load_offline(page: Page, artifacts: Path) -> 
 
 
 def test_panel_reads_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
-    p = Page(browser, traced_site, PHONE)
+    p = Visit(browser, traced_site, PHONE)
     p.open(f"source/{QWEN3}.html", "#L156")
     p.page.click("#L156 .an-code")
     panel = p.page.locator("#values-L156")
