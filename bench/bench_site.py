@@ -13,7 +13,9 @@ from pathlib import Path
 
 from annotate.cli.site import build_site
 from annotate.links import Links
+from annotate.pages import extras
 from annotate.pages.generate import generate
+from annotate.pages.trace_set import load_traces
 from annotate.render.katex import Katex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,14 +28,19 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def generator_times(runs: int, fresh_katex: bool) -> list[float]:
-    """Load notes, resolve, render the three pages; KaTeX cold (new node process) or warm (cached)."""
+def generator_times(runs: int, fresh_katex: bool, panels: bool = False) -> list[float]:
+    """Load notes, resolve, render the three pages; KaTeX cold (new node process) or warm (cached).
+
+    ``panels`` adds the values panels of every trace under traces/ (loading the traces included).
+    """
     katex = Katex(ROOT)
     katex.render("x")  # start node once so "warm" measures rendering, not process start-up
 
     def once() -> None:
         k = Katex(ROOT) if fresh_katex else katex
-        generate(ROOT, k.render, k.check, only=THREE, links=Links(ROOT), prefetch=k.prefetch)
+        links = Links(ROOT)
+        providers = extras.providers(ROOT, load_traces(ROOT, links.lock.upstream.commit)) if panels else ()
+        generate(ROOT, k.render, k.check, providers, only=THREE, links=links, prefetch=k.prefetch)
         if fresh_katex:
             k.close()
 
@@ -55,9 +62,12 @@ def main() -> None:
     args = parser.parse_args()
     cold = generator_times(args.runs, fresh_katex=True)
     warm = generator_times(args.runs, fresh_katex=False)
+    with_panels = generator_times(args.runs, fresh_katex=False, panels=True)
     builds = build_times(args.runs)
     print(f"generator, 3 files, KaTeX cold (new node process): median {statistics.median(cold):.3f} s  (target < 0.3 s)")
     print(f"generator, 3 files, KaTeX warm (formulas cached):  median {statistics.median(warm):.3f} s")
+    print(f"generator, 3 files, KaTeX warm, with values panels: median {statistics.median(with_panels):.3f} s"
+          f"  ({statistics.median(with_panels) / statistics.median(warm):.2f}x warm)")
     print(f"full build (mkdocs build --strict, all pages):      median {statistics.median(builds):.3f} s  (target < 5 s)")
     print(f"runs: {args.runs}; first build includes imports: {builds[0]:.3f} s")
 
