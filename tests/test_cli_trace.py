@@ -129,3 +129,23 @@ def test_local_checkpoint_is_traced_and_is_the_peers_checkpoint(tiny_trace, tmp_
     meta = json.loads((out / "trace.json").read_text())["meta"]
     assert meta["model"]["kind"] == "checkpoint" and meta["model"]["name"] == "my-qwen3"
     assert "r=x₁⁽3⁾" in stdout  # identified against the peer loaded from the same folder
+
+
+@pytest.mark.slow
+def test_local_checkpoint_with_its_tokenizer_traces_a_prompt(tiny_trace, tmp_path: Path) -> None:
+    """--model DIR --prompt TEXT: the prompt goes through the checkpoint's own tokenizer."""
+    from tokenizer_helpers import train_tokenizer
+    from transformers import AutoTokenizer
+
+    from annotate.trace import runtime
+
+    cfg = runtime.preset_config(runtime.PRESETS["tiny"], 4, "bfloat16")
+    folder = runtime.write_checkpoint(tmp_path / "qwen3-with-tokenizer", cfg, 5, torch.bfloat16)
+    train_tokenizer(folder, vocab=cfg["vocab_size"])
+    prompt = "the residual stream carries x"
+    out = tmp_path / "t"
+    rc, _, err = run_cli("trace", "--model", str(folder), "--prompt", prompt, "--out", str(out), "--quiet")
+    assert rc == 0, err
+    meta = json.loads((out / "trace.json").read_text())["meta"]
+    assert meta["input"]["ids"] == AutoTokenizer.from_pretrained(str(folder))(prompt)["input_ids"]
+    assert "tokenizer" in meta["input"]["source"]

@@ -10,6 +10,7 @@ import torch
 from annotate.errors import UserError
 from annotate.trace import runtime
 from conftest import ROOT, _need_vendor
+from tokenizer_helpers import train_tokenizer
 
 
 def test_qwen3_06b_preset_is_the_real_shape() -> None:
@@ -127,3 +128,16 @@ def test_dtype_the_device_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_probe_accepts_what_cpu_runs() -> None:
     assert runtime.check_dtype(torch.device("cpu"), "bfloat16") is torch.bfloat16
     assert runtime.check_dtype(torch.device("cpu"), "float32") is torch.float32
+
+
+def test_prompt_with_model_uses_the_checkpoints_tokenizer(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    train_tokenizer(folder, vocab=300)
+    prompt = "the residual stream"
+    ids, source = runtime.prompt_ids(_opts(prompt=prompt, model=folder), 300, 0, folder)
+    assert source == "tokenizer"
+    assert ids == AutoTokenizer.from_pretrained(str(folder))(prompt)["input_ids"]
+    assert len(ids) < len(prompt.encode("utf-8")), "merges were learned: fewer ids than bytes"
