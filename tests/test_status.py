@@ -40,19 +40,19 @@ def test_cli_human_and_json(capsys) -> None:
     assert qwen3["local_only"] == [[204, 217]]
 
 
-def test_hand_edit_reported_then_restored(project: Path, capsys) -> None:
-    sync(project)
-    (project / VENDOR_DIR / "nanovllm/layers/activation.py").write_text("edited\n")
-    assert main(["--root", str(project), "vendor", "status"]) == 1
+def test_hand_edit_reported_then_restored(lock_project: Path, capsys) -> None:
+    sync(lock_project)
+    (lock_project / VENDOR_DIR / "nanovllm/layers/activation.py").write_text("edited\n")
+    assert main(["--root", str(lock_project), "vendor", "status"]) == 1
     out = capsys.readouterr().out
     assert "nanovllm/layers/activation.py" in out and "MODIFIED" in out
-    assert main(["--root", str(project), "vendor", "sync"]) == 0
-    assert main(["--root", str(project), "vendor", "status"]) == 0
+    assert main(["--root", str(lock_project), "vendor", "sync"]) == 0
+    assert main(["--root", str(lock_project), "vendor", "status"]) == 0
 
 
-def test_bad_lock_is_one_line_and_exit_2(project: Path, capsys) -> None:
-    (project / LOCK_NAME).write_text("{ nope")
-    assert main(["--root", str(project), "vendor", "sync"]) == 2
+def test_bad_lock_is_one_line_and_exit_2(lock_project: Path, capsys) -> None:
+    (lock_project / LOCK_NAME).write_text("{ nope")
+    assert main(["--root", str(lock_project), "vendor", "sync"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("annotate:")]
     assert len(errors) == 1 and "invalid JSON" in errors[0] and "nano-vllm.lock.json:1:3" in errors[0]
-    assert not (project / VENDOR_DIR).exists()
+    assert not (lock_project / VENDOR_DIR).exists()

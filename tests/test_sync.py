@@ -18,82 +18,82 @@ def snapshot(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_sync_materialises_the_pinned_wheel(project: Path) -> None:
-    result = sync(project)
-    vendor = project / VENDOR_DIR
-    lock = read_lock(project / LOCK_NAME)
+def test_sync_materialises_the_pinned_wheel(lock_project: Path) -> None:
+    result = sync(lock_project)
+    vendor = lock_project / VENDOR_DIR
+    lock = read_lock(lock_project / LOCK_NAME)
     assert result.changed and result.files == len(lock.source.files)
     assert (vendor / "LICENSE").is_file()
     assert (vendor / "nanovllm/layers/layernorm.py").read_text().startswith("import torch")
     for rel, sha in lock.source.files.items():
         assert sha256_bytes((vendor / rel).read_bytes()) == sha
-    assert not [p for p in (project / "vendor").iterdir() if p.name.startswith(".nano-vllm.")]
+    assert not [p for p in (lock_project / "vendor").iterdir() if p.name.startswith(".nano-vllm.")]
 
 
-def test_second_sync_is_a_verified_no_op(project: Path) -> None:
-    sync(project)
-    again = sync(project)
+def test_second_sync_is_a_verified_no_op(lock_project: Path) -> None:
+    sync(lock_project)
+    again = sync(lock_project)
     assert not again.changed
 
 
-def test_hand_edit_is_restored(project: Path) -> None:
-    sync(project)
-    target = project / VENDOR_DIR / "nanovllm/layers/layernorm.py"
+def test_hand_edit_is_restored(lock_project: Path) -> None:
+    sync(lock_project)
+    target = lock_project / VENDOR_DIR / "nanovllm/layers/layernorm.py"
     original = target.read_bytes()
     target.write_text("# edited by hand\n")
-    (project / VENDOR_DIR / "nanovllm/extra.py").write_text("x = 1\n")
-    result = sync(project)
+    (lock_project / VENDOR_DIR / "nanovllm/extra.py").write_text("x = 1\n")
+    result = sync(lock_project)
     assert result.changed and set(result.restored) == {"nanovllm/layers/layernorm.py", "nanovllm/extra.py"}
     assert target.read_bytes() == original
-    assert not (project / VENDOR_DIR / "nanovllm/extra.py").exists()
+    assert not (lock_project / VENDOR_DIR / "nanovllm/extra.py").exists()
 
 
-def fake_wheel_project(project: Path, members: dict[str, bytes], **lock_changes) -> Path:
+def fake_wheel_project(lock_project: Path, members: dict[str, bytes], **lock_changes) -> Path:
     """Point the lock at a crafted wheel in the cache (no network needed)."""
-    data = json.loads((project / LOCK_NAME).read_text())
+    data = json.loads((lock_project / LOCK_NAME).read_text())
     data["source"].update(name="fake-pkg", version="1", files={})
-    sha = make_wheel(project / ".cache/wheels/fake_pkg-1-py3-none-any.whl", members)
+    sha = make_wheel(lock_project / ".cache/wheels/fake_pkg-1-py3-none-any.whl", members)
     data["source"]["sha256"] = sha
     data["source"].update(lock_changes)
-    (project / LOCK_NAME).write_text(json.dumps(data))
-    return project
+    (lock_project / LOCK_NAME).write_text(json.dumps(data))
+    return lock_project
 
 
-def test_source_missing_a_locked_file_changes_nothing(project: Path) -> None:
-    sync(project)
-    before = snapshot(project / VENDOR_DIR)
-    fake_wheel_project(project, {"nanovllm/__init__.py": b"", "LICENSE": b"MIT"})
-    lock_before = (project / LOCK_NAME).read_bytes()
+def test_source_missing_a_locked_file_changes_nothing(lock_project: Path) -> None:
+    sync(lock_project)
+    before = snapshot(lock_project / VENDOR_DIR)
+    fake_wheel_project(lock_project, {"nanovllm/__init__.py": b"", "LICENSE": b"MIT"})
+    lock_before = (lock_project / LOCK_NAME).read_bytes()
     with pytest.raises(UserError, match=r"lacks LICENSE|lacks nanovllm/"):
-        sync(project)
-    assert snapshot(project / VENDOR_DIR) == before
-    assert (project / LOCK_NAME).read_bytes() == lock_before
+        sync(lock_project)
+    assert snapshot(lock_project / VENDOR_DIR) == before
+    assert (lock_project / LOCK_NAME).read_bytes() == lock_before
 
 
-def test_artifact_hash_mismatch_changes_nothing(project: Path) -> None:
-    sync(project)
-    before = snapshot(project / VENDOR_DIR)
-    fake_wheel_project(project, {"nanovllm/__init__.py": b""}, sha256="f" * 64)
+def test_artifact_hash_mismatch_changes_nothing(lock_project: Path) -> None:
+    sync(lock_project)
+    before = snapshot(lock_project / VENDOR_DIR)
+    fake_wheel_project(lock_project, {"nanovllm/__init__.py": b""}, sha256="f" * 64)
     with pytest.raises(UserError, match="hash mismatch|could not download"):
-        sync(project)
-    assert snapshot(project / VENDOR_DIR) == before
+        sync(lock_project)
+    assert snapshot(lock_project / VENDOR_DIR) == before
 
 
-def test_traversal_member_changes_nothing(project: Path) -> None:
-    sync(project)
-    before = snapshot(project / VENDOR_DIR)
-    fake_wheel_project(project, {"nanovllm/__init__.py": b"", "../../escape.py": b"boom"})
+def test_traversal_member_changes_nothing(lock_project: Path) -> None:
+    sync(lock_project)
+    before = snapshot(lock_project / VENDOR_DIR)
+    fake_wheel_project(lock_project, {"nanovllm/__init__.py": b"", "../../escape.py": b"boom"})
     with pytest.raises(UserError, match="outside the target"):
-        sync(project)
-    assert snapshot(project / VENDOR_DIR) == before
-    assert not (project.parent / "escape.py").exists()
+        sync(lock_project)
+    assert snapshot(lock_project / VENDOR_DIR) == before
+    assert not (lock_project.parent / "escape.py").exists()
 
 
-def test_source_that_changed_under_the_pin_is_refused(project: Path) -> None:
-    sync(project)
-    data = json.loads((project / LOCK_NAME).read_text())
+def test_source_that_changed_under_the_pin_is_refused(lock_project: Path) -> None:
+    sync(lock_project)
+    data = json.loads((lock_project / LOCK_NAME).read_text())
     data["source"]["files"]["nanovllm/llm.py"] = "0" * 64
-    (project / LOCK_NAME).write_text(json.dumps(data))
-    (project / VENDOR_DIR / "nanovllm/llm.py").unlink()
+    (lock_project / LOCK_NAME).write_text(json.dumps(data))
+    (lock_project / VENDOR_DIR / "nanovllm/llm.py").unlink()
     with pytest.raises(UserError, match="does not match the sha256"):
-        sync(project)
+        sync(lock_project)

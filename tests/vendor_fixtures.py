@@ -23,7 +23,7 @@ def real_lock() -> dict:
 
 
 @pytest.fixture
-def project(tmp_path: Path, real_lock: dict) -> Path:
+def lock_project(tmp_path: Path, real_lock: dict) -> Path:
     """A temp project root with the real lock and, when present, the cached pinned wheel (offline)."""
     root = tmp_path / "project"
     (root / "vendor").mkdir(parents=True)
