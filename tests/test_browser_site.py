@@ -100,3 +100,13 @@ def test_search_works_from_disk_without_a_cdn(visit: Visit) -> None:
     visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
     assert visit.page.locator(".md-search-result__item").count() >= 1
     assert visit.non_local() == []
+
+
+def test_chinese_words_are_found_inside_sentences(visit: Visit) -> None:
+    """Chinese has no spaces: without segmentation at build time a word in mid-sentence is unfindable."""
+    visit.open("index.html")
+    visit.page.focus("input.md-search__input")
+    visit.page.keyboard.type("除以")  # "divide by": only ever mid-clause (…再除以标准差…)
+    visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    titles = visit.page.locator(".md-search-result__item").all_inner_texts()
+    assert any("layernorm.py" in t or "RMSNorm" in t for t in titles), titles
