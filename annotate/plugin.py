@@ -7,6 +7,8 @@ references) and :mod:`annotate.render.katex` (server-side math). Hooks:
   traces under ``traces/``), the ``trace/**`` pages and KaTeX's CSS/fonts; resolve every prose
   reference of the hand-written pages; in strict mode any unresolved note or reference, or a stale
   trace, fails the build before anything is written (one line each).
+- ``on_files`` also sets the nav in reading order (lesson, source, trace, reference, maintaining)
+  unless mkdocs.yml has one: the generated pages could not be listed there.
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink).
 - ``on_page_content``: render arithmatex's ``$…$`` / ``$$…$$`` spans with KaTeX at build time.
 - ``on_serve``: also watch ``vendor/``, ``notes/`` and ``traces/``.
@@ -34,6 +36,7 @@ from annotate.links import Links
 from annotate.notes import Sources, vendored_files
 from annotate.pages import extras
 from annotate.pages.generate import generate
+from annotate.pages.nav import site_nav
 from annotate.pages.trace_pages import trace_pages
 from annotate.pages.trace_set import TraceSet, load_traces
 from annotate.render.assets import site_assets
@@ -56,6 +59,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         self.strict = bool(config.strict)
         self.katex: Katex = shared(self.root)
         self.resolved: dict[str, list[tuple[references.Reference, Resolution]]] = {}  # page -> its references
+        self.auto_nav = config.nav is None  # a nav written in mkdocs.yml wins over ours
+        logging.getLogger("jieba").setLevel(logging.WARNING)  # the search index's segmenter chats on stderr
         return config
 
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
@@ -75,6 +80,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             files.append(File.generated(config, uri, content=text))
         for uri, path in assets.items():
             files.append(File.generated(config, uri, abs_src_path=str(path)))
+        if self.auto_nav:
+            config.nav = site_nav(f.src_uri for f in files.documentation_pages())
         return files
 
     def _traces(self) -> TraceSet:
