@@ -1,11 +1,11 @@
-"""`annotate vendor update`: argument parsing, progress and output; the work is in annotate.vendoring.update."""
+"""`annotate vendor update`: argument parsing, progress and output; the work is in annotate.update."""
 from __future__ import annotations
 
 import argparse
 import json
 
 from annotate.progress import Progress
-from annotate.vendoring import update
+from annotate import update
 
 DESCRIPTION = """\
 Move the vendor pin to another upstream commit of nano-vllm.

@@ -160,5 +160,10 @@ def _require(obj: Any, keys: tuple[str, ...], path: Path | str, prefix: str) -> 
         raise UserError(f"{path}: missing key{'s' if len(missing) > 1 else ''} {names}; see README 'The vendor lock'")
 
 
+def lock_text(lock: Lock) -> str:
+    """The lock as it is written to disk (stable key order, one space indent, UTF-8 as is)."""
+    return json.dumps(lock.to_json(), indent=1, ensure_ascii=False) + "\n"
+
+
 def write_lock(path: Path, lock: Lock) -> None:
-    atomic_write_text(path, json.dumps(lock.to_json(), indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(path, lock_text(lock))

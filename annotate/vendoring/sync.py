@@ -5,8 +5,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from annotate.atomic import atomic_write_bytes, swap_dir
+from annotate.atomic import swap_dir
 from annotate.errors import UserError
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock, sha256_bytes, write_lock
 from annotate.vendoring.sources import fetch
@@ -74,14 +75,23 @@ def verify(files: dict[str, bytes], lock: Lock) -> dict[str, str]:
     return hashes
 
 
-def stage(files: dict[str, bytes], vendor: Path) -> None:
-    """Write all files into a temp folder beside ``vendor``, then swap it in with renames."""
+def stage(files: dict[str, bytes], vendor: Path, then: Callable[[], None] | None = None) -> None:
+    """Write all files into a temp folder beside ``vendor``, then swap it in with renames.
+
+    ``then`` runs once the new folder is in place (vendor update renames its staged lock there);
+    if it fails, the previous folder is put back. Either way no temp folder is left behind.
+    """
     vendor.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{vendor.name}.tmp-", dir=vendor.parent))
     try:
-        for rel, data in files.items():
-            atomic_write_bytes(staged / rel, data)
-        swap_dir(staged, vendor)
-    except BaseException:
+        for rel, data in sorted(files.items()):
+            write_file(staged / rel, data)
+        swap_dir(staged, vendor, then)
+    finally:
         shutil.rmtree(staged, ignore_errors=True)
-        raise
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """One file of a staged folder (private to this run, so a plain write is enough)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)

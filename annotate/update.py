@@ -1,5 +1,8 @@
 """`annotate vendor update`: move the pin to another upstream commit and say what every anchor does.
 
+This room sits above notes: it composes the vendoring (lock, git source, staging), the source
+model and the anchors held by notes and prose pages; the vendoring room itself knows none of them.
+
 Planning reads the new commit from git (never from a work tree), recomputes the lock's upstream
 facts from those exact bytes, and resolves every note and prose reference against the old local
 copy and the new files. Applying is atomic: the new vendor folder is staged beside the old one and
@@ -8,21 +11,18 @@ copy and lock stay as they were.
 """
 from __future__ import annotations
 
-import importlib
-import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from annotate import source as pysource
 from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, resolve
-from annotate.atomic import stage_file, swap_dir
+from annotate.atomic import stage_file
 from annotate.errors import UserError
+from annotate.notes import all_anchors
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import (
     LOCK_NAME,
@@ -32,10 +32,12 @@ from annotate.vendoring.lock import (
     Upstream,
     UpstreamFile,
     lock_from_json,
+    lock_text,
     read_lock,
     sha256_bytes,
 )
 from annotate.vendoring.sources import GitCommit, read_git
+from annotate.vendoring.sync import stage
 
 UNCHANGED = "unchanged"
 #: Files a commit must have to be a nano-vllm tree at all (anything else may come and go).
@@ -253,33 +255,16 @@ def apply_update(root: Path, plan: UpdatePlan) -> None:
     if not lock_path.is_file() or sha256_bytes(lock_path.read_bytes()) != plan.lock_sha256:
         raise UserError(f"{lock_path}: changed since the update was planned; run `annotate vendor update` again")
     lock_from_json(plan.new.to_json())  # the new lock must read back before it is written
-    vendor.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{vendor.name}.update-", dir=vendor.parent))
-    lock_tmp: Path | None = None
+    lock_tmp = _stage_lock(lock_path, plan.new)
     try:
-        for rel, data in sorted(plan.files.items()):
-            _write_file(staged / rel, data)
-        lock_tmp = _stage_lock(lock_path, plan.new)
-        _swap(staged, vendor, lock_tmp, lock_path)
+        stage(plan.files, vendor, then=lambda: _commit_lock(lock_tmp, lock_path))
     finally:
-        shutil.rmtree(staged, ignore_errors=True)
-        if lock_tmp is not None:
-            lock_tmp.unlink(missing_ok=True)
-
-
-def _write_file(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+        lock_tmp.unlink(missing_ok=True)
 
 
 def _stage_lock(lock_path: Path, lock: Lock) -> Path:
     """The new lock in a temp file beside the old one (same folder, so the rename is atomic)."""
-    return stage_file(lock_path, (json.dumps(lock.to_json(), indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
-
-
-def _swap(staged: Path, vendor: Path, lock_tmp: Path, lock_path: Path) -> None:
-    """Rename the staged folder and lock into place; undo the folder rename if the lock's fails."""
-    swap_dir(staged, vendor, then=lambda: _commit_lock(lock_tmp, lock_path))
+    return stage_file(lock_path, lock_text(lock).encode("utf-8"))
 
 
 def _commit_lock(lock_tmp: Path, lock_path: Path) -> None:
@@ -350,15 +335,8 @@ class _Models:
 
 
 def _collect(root: Path, anchors: AnchorCollector | None) -> tuple[list[Anchor], list[str]]:
-    """Every note and prose reference; a missing notes module is a warning, not an error."""
-    if anchors is None:
-        try:
-            anchors = importlib.import_module("annotate.notes").all_anchors
-        except ModuleNotFoundError as exc:
-            if exc.name != "annotate.notes":
-                raise
-            return [], ["annotate.notes is not available: no notes or prose references were checked"]
-    return list(anchors(root)), []
+    """Every note and prose reference (``anchors`` replaces the collector, e.g. in tests)."""
+    return list((anchors or all_anchors)(root)), []
 
 
 def _read_vendor(vendor: Path, lock: Lock) -> dict[str, bytes] | None:
