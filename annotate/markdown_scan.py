@@ -20,7 +20,9 @@ def mask_code_spans(text: str, fill: str = "\0") -> str:
 def prose_lines(markdown: str, fill: str = "\0") -> Iterator[tuple[int, str]]:
     """(1-based line number, text with inline code masked) for the lines outside fenced code."""
     fence = None
-    for number, text in enumerate(markdown.splitlines(), start=1):
+    # split on "\n" only: the substituting callers index lines the same way, and splitlines() would
+    # also break at U+2028, form feeds or a lone "\r", shifting every later line number
+    for number, text in enumerate(markdown.split("\n"), start=1):
         opening = _FENCE.match(text)
         if fence is None and opening:
             fence = opening.group(1)

@@ -35,6 +35,8 @@ DOCS_DIR = "docs"
 _REF = re.compile(r"\[\[(?P<body>[^\n]+?)\]\](?!\])")
 _SEP = re.compile(r"\s+(?:›|>)\s+")
 _NTH = re.compile(r"\s*\(nth=(\d+)\)\s*$")
+#: the placeholders a label may use; any other braces (LaTeX's x_{1}) are left as written
+_LABEL_KEY = re.compile(r"\{(file|path|line|lines|symbol)\}")
 
 
 class ReferenceError(UserError):
@@ -116,7 +118,7 @@ def render(ref: Reference, resolution: Resolution, links: Links, from_page: str)
     a = ref.anchor
     values = {"file": a.path.rsplit("/", 1)[-1], "path": a.path, "line": str(start),
               "lines": str(start) if start == end else f"{start}–{end}", "symbol": a.symbol or ""}
-    text = (ref.label or "`{file}:{lines}`").format(**values)
+    text = _LABEL_KEY.sub(lambda m: values[m.group(1)], ref.label or "`{file}:{lines}`")
     target = relative(from_page, page_src_uri(a.path)) + page_anchor(start, end)
     link = f"[{text}]({target})"
     permalink = links.permalink(a.path, start, end)

@@ -111,3 +111,17 @@ def test_scan_docs_finds_the_index_references() -> None:
     refs = scan_docs(REPO)
     assert any(r.page == "index.md" and r.anchor.statement == "residual = x.to(orig_dtype)" for r in refs)
     assert not any(r.page == "writing.md" and r.line < 55 for r in refs)  # the syntax shown in code is skipped
+
+
+def test_label_braces_that_are_not_placeholders_stay_as_written(links: Links) -> None:
+    ref, res = one("[[$x_{1}$ 在第 {line} 行 | layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]")
+    assert render(ref, res, links, "lesson.md").startswith(f"[$x_{{1}}$ 在第 36 行](source/{LAYERNORM}.md#L36)")
+
+
+def test_line_numbers_survive_unicode_line_separators(links: Links) -> None:
+    """U+2028 is not a Markdown line break: the reference on line 2 must still be found and replaced."""
+    text = "intro\u2028still line one\n[[layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]\n"
+    ref, res = one(text)
+    assert ref.line == 2
+    out = substitute(text, [ref], lambda r: render(r, res, links, "lesson.md"))
+    assert "[[" not in out and "layernorm.py:36" in out and "\u2028" in out
