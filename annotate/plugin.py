@@ -16,7 +16,6 @@ references) and :mod:`annotate.render.katex` (server-side math). Hooks:
 from __future__ import annotations
 
 import html
-import importlib
 import logging
 import re
 from pathlib import Path
@@ -29,7 +28,7 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from annotate import references
+from annotate import claims, references
 from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
 from annotate.links import Links
@@ -134,13 +133,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         return self._expand_claims(markdown, uri)
 
     def _expand_claims(self, markdown: str, uri: str) -> str:
-        """``{{= claim }}`` numbers computed from the vendored code (annotate.claims, issue 6), if present."""
-        try:
-            claims = importlib.import_module("annotate.claims")
-        except ModuleNotFoundError as exc:
-            if exc.name != "annotate.claims":
-                raise
-            return markdown
+        """``{{= claim }}`` numbers computed from the vendored code (see annotate.claims)."""
         try:
             return claims.expand(markdown, uri, self.root, strict=self.strict)
         except UserError as exc:
