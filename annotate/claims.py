@@ -65,8 +65,6 @@ def parse(raw: str, body: str, page: str, line: int) -> Placeholder:
     return Placeholder(raw, page, line, m.group("name"), index, spec.strip())
 
 
-
-
 def find(markdown: str, page: str) -> list[Placeholder]:
     """Every placeholder on a page (ClaimError on the first malformed one)."""
     return [parse(m.group(0), m.group("body"), page, number)

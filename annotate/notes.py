@@ -32,6 +32,7 @@ from annotate.anchors import Anchor, Resolution, resolve
 from annotate.errors import UserError
 from annotate.source import SourceFile, load, normalise
 from annotate.vendoring.lock import VENDOR_DIR
+from annotate.vendoring.sync import vendored_files
 
 NOTES_DIR = "notes"
 SUFFIX = ".yml"
@@ -242,15 +243,6 @@ def _refuse_duplicates(notes: tuple[Note, ...], notes_path: str) -> None:
                 f"{notes_path}:{note.yaml_line}: note {note.index} duplicates note {first[key].index} "
                 f"(same symbol, statement and nth); merge them or set `nth:`")
         first[key] = note
-
-
-def vendored_files(root: Path) -> list[str]:
-    """Vendor-relative paths of the materialised vendored files (sorted)."""
-    vendor = root / VENDOR_DIR
-    if not vendor.is_dir():
-        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
-    return sorted(p.relative_to(vendor).as_posix() for p in vendor.rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts)
 
 
 def load_file(root: Path, notes_file: Path, known: set[str] | None = None) -> NotesFile:

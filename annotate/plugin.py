@@ -32,7 +32,8 @@ from annotate import claims, references
 from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
 from annotate.links import Links
-from annotate.notes import Sources, vendored_files
+from annotate.notes import Sources
+from annotate.vendoring.sync import vendored_files
 from annotate.pages import extras
 from annotate.pages.generate import generate
 from annotate.pages.nav import site_nav

@@ -29,6 +29,7 @@ from typing import Callable
 from annotate.anchors import Anchor, Resolution
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
+from annotate.vendoring.sync import vendored_files
 from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
 
 DOCS_DIR = "docs"
@@ -95,12 +96,8 @@ def find(markdown: str, page: str, files: list[str]) -> list[Reference]:
     return found
 
 
-
-
 def scan_docs(root: Path, files: list[str] | None = None) -> list[Reference]:
     """References on every hand-written page under ``docs/`` (for `annotate check` and all_anchors)."""
-    from annotate.notes import vendored_files
-
     docs = root / DOCS_DIR
     if not docs.is_dir():
         return []

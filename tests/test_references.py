@@ -7,7 +7,8 @@ import pytest
 
 from annotate.anchors import resolve
 from annotate.links import Links
-from annotate.notes import Sources, vendored_files
+from annotate.notes import Sources
+from annotate.vendoring.sync import vendored_files
 from annotate.references import ReferenceError, find, parse, render, scan_docs, substitute, unresolved_message
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,8 @@ from typing import Callable, Sequence
 
 from annotate.errors import UserError
 from annotate.links import Links, page_src_uri
-from annotate.notes import CheckEntry, NotesFile, Sources, load_all, resolve_notes, vendored_files, vet_math
+from annotate.notes import CheckEntry, NotesFile, Sources, load_all, resolve_notes, vet_math
+from annotate.vendoring.sync import vendored_files
 from annotate.pages.extras import LineExtras
 from annotate.pages.index import INDEX_URI, render_index
 from annotate.pages.prose import split_math

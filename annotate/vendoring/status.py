@@ -7,6 +7,7 @@ from typing import Any
 
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import VENDOR_DIR, Lock, sha256_bytes
+from annotate.vendoring.sync import local_paths
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,7 @@ class Status:
 
 def status(root: Path, lock: Lock) -> Status:
     vendor = root / VENDOR_DIR
-    names = sorted(set(lock.upstream.files) | set(lock.source.files)
-                   | {p.relative_to(vendor).as_posix() for p in vendor.rglob("*")
-                      if vendor.is_dir() and p.is_file() and "__pycache__" not in p.parts})
+    names = sorted(set(lock.upstream.files) | set(lock.source.files) | set(local_paths(vendor)))
     return Status(repo=lock.upstream.repo, commit=lock.upstream.commit, committed=lock.upstream.committed,
                   source=lock.source.describe(), files=[file_status(vendor, name, lock) for name in names])
 

@@ -25,12 +25,25 @@ class SyncResult:
     lock_updated: bool = False
 
 
+def local_paths(vendor: Path) -> list[str]:
+    """Vendor-relative posix paths of every file under the vendor folder (sorted; no __pycache__)."""
+    if not vendor.is_dir():
+        return []
+    return sorted(p.relative_to(vendor).as_posix() for p in vendor.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts)
+
+
 def local_hashes(vendor: Path) -> dict[str, str]:
     """sha256 of every file under the vendor folder (vendor-relative posix paths)."""
+    return {rel: sha256_bytes((vendor / rel).read_bytes()) for rel in local_paths(vendor)}
+
+
+def vendored_files(root: Path) -> list[str]:
+    """The materialised vendored files of project ``root``; a missing copy is one error with the fix."""
+    vendor = root / VENDOR_DIR
     if not vendor.is_dir():
-        return {}
-    return {p.relative_to(vendor).as_posix(): sha256_bytes(p.read_bytes())
-            for p in sorted(vendor.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
+    return local_paths(vendor)
 
 
 def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
@@ -47,9 +60,9 @@ def sync(root: Path, lock: Lock | None = None) -> SyncResult:
     lock = lock or read_lock(lock_path)
     vendor = root / VENDOR_DIR
     recorded = lock.source.files
-    if recorded and vendor.is_dir() and not drift(vendor, recorded):
-        return SyncResult(changed=False, files=len(recorded))
     restored = tuple(drift(vendor, recorded)) if vendor.is_dir() and recorded else ()
+    if recorded and vendor.is_dir() and not restored:
+        return SyncResult(changed=False, files=len(recorded))
     files = fetch(lock.source, root / CACHE_DIR)
     hashes = verify(files, lock)
     stage(files, vendor)
