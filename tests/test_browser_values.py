@@ -14,9 +14,8 @@ from annotate.pages.tracefmt import sup_label
 from annotate.trace.store import load_trace
 
 from browser_helpers import DESKTOP, PHONE, Visit
-from values_fixtures import traced_project, traced_site  # noqa: F401,E402 - fixtures
 
-pytest_plugins = ["site_fixtures", "browser_fixtures"]
+pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]
 pytestmark = pytest.mark.browser
 
 pytest.importorskip("playwright.sync_api")

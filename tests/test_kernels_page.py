@@ -64,3 +64,27 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
     page = kernels_page.render(REPO, traces, href)
     assert "Triton" in page and "triton_red_fused" in page and "Inductor C++" in page
     assert "实测带宽 Achieved bandwidth" in page and "2684 GB/s" in page and "80%" in page
+
+
+class _OneFunction:
+    """Just enough of a Trace for body_source: one function's static facts."""
+
+    def __init__(self, info: dict) -> None:
+        self.info = info
+
+    def function(self, name: str) -> dict | None:
+        return self.info if self.info["name"] == name else None
+
+
+def test_body_spans_multi_line_decorators_and_a_def_on_line_one(tmp_path) -> None:
+    src = tmp_path / "vendor" / "nano-vllm" / "pkg" / "m.py"
+    src.parent.mkdir(parents=True)
+    src.write_text("def first(x):\n    return x\n\n\nclass A:\n\n    @torch.compile(\n        dynamic=False,\n    )\n"
+                   "    def f(self, x):\n        y = x + 1\n        return y\n\n# trailing\n", encoding="utf-8")
+    stmt = lambda a, b: {"line": a, "end_line": b, "text": "", "targets": []}  # noqa: E731
+    first = {"name": "first", "file": "pkg/m.py", "def_line": 1, "statements": [stmt(2, 2)]}
+    assert body_source(tmp_path, _OneFunction(first), "first") == ("def first(x):\n    return x", 1, 2)
+    f = {"name": "A.f", "file": "pkg/m.py", "def_line": 10, "statements": [stmt(11, 11), stmt(12, 12)]}
+    text, a, b = body_source(tmp_path, _OneFunction(f), "A.f")
+    assert (a, b) == (7, 12) and text.splitlines()[0].strip() == "@torch.compile(" and text.endswith("return y")
+    assert body_source(tmp_path, _OneFunction(dict(f, name="A.gone")), "A.gone") is None

@@ -7,7 +7,10 @@ from annotate.pages import numerics_page
 from annotate.pages.numerics_page import elementwise, rounding_calls
 from annotate.pages.tracefmt import num
 from annotate.pages.trace_set import TraceSet, TraceView
-from values_fixtures import compare_golden, href, mini, mini_set, tensor_trace  # noqa: F401 - a fixture
+import values_fixtures
+from values_fixtures import compare_golden, href, mini, mini_set
+
+tensor_trace = values_fixtures.tensor_trace  # the session fixture, used by name below
 
 
 def test_rounding_calls_pair_the_fp32_sum_with_the_rounded_residual() -> None:

@@ -6,9 +6,7 @@ import os
 import re
 from pathlib import Path
 
-import pytest
 
-from annotate.links import Links
 from annotate.pages.generate import generate
 from annotate.pages.highlight import highlight_lines
 from annotate.pages.prose import render_prose, split_math

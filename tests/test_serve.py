@@ -8,8 +8,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 pytest_plugins = ["site_fixtures"]
 
 PAGE = "source/nanovllm/layers/layernorm.py.html"

@@ -79,12 +79,12 @@ def test_installed_only_when_flash_attn_is_missing(monkeypatch: pytest.MonkeyPat
     real.__version__ = "2.8.3"
     monkeypatch.setitem(sys.modules, "flash_attn", real)
     assert shims.install_flash_attn() == "flash_attn 2.8.3"
-    assert sys.modules["flash_attn"] is real and not shims.shim_installed()
+    assert sys.modules["flash_attn"] is real and not shims.attention_backend().startswith(shims.SHIM_NAME)
 
     monkeypatch.delitem(sys.modules, "flash_attn")
     monkeypatch.setattr(shims.importlib, "import_module", _raise_import_error)
     backend = shims.install_flash_attn()
-    assert shims.shim_installed() and backend.startswith(shims.SHIM_NAME)
+    assert shims.attention_backend().startswith(shims.SHIM_NAME) and backend.startswith(shims.SHIM_NAME)
     assert importlib.util.find_spec("flash_attn") is not None  # transformers' availability probe must not crash
     from flash_attn import flash_attn_varlen_func  # what nano-vllm's attention.py does
 

@@ -1,13 +1,16 @@
 """annotate.trace.store: format, validation, atomic write, query API; provenance facts."""
 from __future__ import annotations
 
-import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from annotate import atomic
 from annotate.errors import UserError
 from annotate.trace import provenance, store
+from annotate.vendoring.lock import LOCK_NAME, Lock, Source, Upstream, write_lock
 
 
 def _payload() -> dict:
@@ -88,10 +91,14 @@ def test_vendor_facts_with_and_without_lock(tmp_path: Path) -> None:
     f.write_text("a = 1\n")
     facts = provenance.vendor_facts(tmp_path)
     assert facts["lock"] is None and facts["files"] == {"nanovllm/x.py": provenance.sha256_file(f)}
-    lock = {"upstream": {"repo": "r", "commit": "c" * 40}, "source": {"kind": "wheel", "files": {"nanovllm/x.py": "0" * 64}}}
-    (tmp_path / "vendor" / "nano-vllm.lock.json").write_text(json.dumps(lock))
+    lock = Lock(Upstream("r", "c" * 40, "", "", {}), Source("wheel", "w", "1", "a" * 64, files={"nanovllm/x.py": "0" * 64}))
+    write_lock(tmp_path / LOCK_NAME, lock)
     facts = provenance.vendor_facts(tmp_path)
     assert facts["upstream"]["commit"] == "c" * 40 and facts["mismatched"] == ["nanovllm/x.py"]
+    assert facts["lock"] == LOCK_NAME and facts["source"] == {"kind": "wheel", "name": "w", "version": "1", "sha256": "a" * 64}
+    (tmp_path / LOCK_NAME).write_text('{"upstream"')
+    facts = provenance.vendor_facts(tmp_path)
+    assert facts["lock"].startswith("unreadable: ") and facts["upstream"] is None
 
 
 @pytest.mark.slow
@@ -117,3 +124,59 @@ def test_vendor_mismatch_names_changed_files(tmp_path: Path) -> None:
     assert t.vendor_mismatch(tmp_path) == []
     f.write_text("a = 2\n")
     assert t.vendor_mismatch(tmp_path) == ["nanovllm/x.py"]
+
+
+def test_find_traces_skips_leftover_staging_folders(tmp_path: Path) -> None:
+    """A killed `annotate trace` leaves hidden staging / swap-aside folders (or, before, `<name>.tmp-<pid>`)."""
+    good = store.write_trace(tmp_path / "traces" / "cpu", _payload(), None, force=False)
+    staged = tmp_path / "traces" / ".cpu.tmp-1"
+    staged.mkdir()
+    (staged / "trace.json").write_text('{"format": "annotate-trace", "version": 1, "meta"')   # truncated
+    shutil.copytree(good, tmp_path / "traces" / ".cpu.old-2")
+    shutil.copytree(good, tmp_path / "traces" / "cpu.tmp-12345")
+    assert store.find_traces(tmp_path) == [good]
+    assert [t.path for t in map(store.load_trace, store.find_traces(tmp_path))] == [good]
+
+
+def test_write_trace_stages_in_a_hidden_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = []
+    real = atomic.swap_dir
+
+    def spy(staged: Path, target: Path, then=None) -> None:
+        seen.append((staged.name, staged.parent, sorted(p.name for p in staged.iterdir())))
+        real(staged, target, then)
+
+    monkeypatch.setattr(store, "swap_dir", spy)
+    out = store.write_trace(tmp_path / "t", _payload(), None, force=False)
+    assert seen and seen[0][0].startswith(".t.tmp-") and seen[0][1] == tmp_path and seen[0][2] == ["trace.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"] and (out.stat().st_mode & 0o777) == 0o755
+
+
+def test_a_failed_swap_keeps_the_previous_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = store.write_trace(tmp_path / "t", _payload(), None, force=False)
+    before = (out / "trace.json").read_bytes()
+    real = os.replace
+
+    def fail_putting_the_new_one_in(src, dst) -> None:
+        if Path(src).name.startswith(".t.tmp-"):       # the old trace was already moved aside
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", fail_putting_the_new_one_in)
+    new = _payload()
+    new["meta"]["inputs_key"] = {"a": 2}
+    with pytest.raises(OSError, match="No space left"):
+        store.write_trace(out, new, None, force=True)
+    monkeypatch.undo()
+    assert (out / "trace.json").read_bytes() == before and store.payload_matches(out, {"a": 1}) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_a_failed_write_keeps_the_previous_trace(tmp_path: Path) -> None:
+    out = store.write_trace(tmp_path / "t", _payload(), None, force=False)
+    before = (out / "trace.json").read_bytes()
+    bad = _payload()
+    bad["meta"]["not_json"] = object()
+    with pytest.raises(TypeError):
+        store.write_trace(out, bad, None, force=True)
+    assert (out / "trace.json").read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["t"]

@@ -11,8 +11,6 @@ import re
 import shutil
 from pathlib import Path
 
-import pytest
-
 from annotate.cli import main
 from annotate.vendoring import read_lock
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from annotate.pages.tracefmt import esc, sup_label
-from annotate.trace.store import Trace
+from annotate.trace.store import FLOW_FUNCTIONS, Trace
 
 LANES = ("hidden_states", "residual")
 LANE_OF = {"hidden_states": 0, "residual": 1, "_": 1}
-FLOW_FUNCS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
 _CALL = re.compile(r"self\.(\w+)\((.*)\)")
 
 # geometry (px): lane x positions, box spans, row heights
@@ -76,7 +75,7 @@ def extract(trace: Trace) -> Flow:
     current: dict[str, Edge] = {}
     entry: dict[int, Edge] = {}
     steps: list[Step] = []
-    for f in (f for f in trace.summary.get("flow", []) if f.get("function") in FLOW_FUNCS):
+    for f in (f for f in trace.summary.get("flow", []) if f.get("function") in FLOW_FUNCTIONS):
         shown = f["layer"] is None and bool(entry) or f["layer"] in layers
         if shown and not entry:
             entry = {LANE_OF[n]: current[n] for n in LANES if n in current}

@@ -17,9 +17,12 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 
+from annotate import source
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, human_bytes, nbytes, num
+from annotate.source import AnchorError
 from annotate.trace.store import LineRecord, Trace
+from annotate.vendoring.lock import VENDOR_DIR
 
 FUNCTIONS = ("RMSNorm.add_rms_forward", "RMSNorm.rms_forward", "SiluAndMul.forward")
 PARAMS = {"RMSNorm.add_rms_forward": ("weight γ",), "RMSNorm.rms_forward": ("weight γ",), "SiluAndMul.forward": ()}
@@ -71,14 +74,17 @@ def traffic(trace: Trace, function: str) -> Traffic | None:
 
 
 def body_source(root: Path, trace: Trace, function: str) -> tuple[str, int, int] | None:
-    """(text, first line, last line) of the function as vendored: decorator through its last statement."""
+    """(text, first line, last line) of the function as vendored: first decorator line through its end
+    (the tree-sitter model's symbol span); None when the trace or the vendored file lacks it."""
     info = trace.function(function)
     if not info or not info.get("statements"):
         return None
-    lines = (root / "vendor" / "nano-vllm" / info["file"]).read_text(encoding="utf-8").splitlines()
-    start = info["def_line"] - 1 if lines[info["def_line"] - 2].strip().startswith("@") else info["def_line"]
-    end = max(s["end_line"] for s in info["statements"])
-    return "\n".join(lines[start - 1:end]), start, end
+    model = source.load(root / VENDOR_DIR / info["file"], info["file"])
+    try:
+        start, end = model.symbol(function).span
+    except AnchorError:
+        return None
+    return "\n".join(model.lines[start - 1:end]), start, end
 
 
 def _code(text: str, lexer, first_line: int | None = None) -> str:

@@ -15,10 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from annotate.trace.store import Trace
+from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, Trace
 
-FLOW_VARS = ("hidden_states", "residual", "_")
-FLOW_FUNCS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
 NORM_KEYS = (("x", "x⁽ℓ⁾"), ("x1", "x₁⁽ℓ⁾"), ("x2", "x₂⁽ℓ⁾"))
 DIFF_KEYS = (("x", "residual x⁽ℓ⁾"), ("x1", "residual x₁⁽ℓ⁾"),
              ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"), ("rmsnorm2", "RMSNorm₂(x₁⁽ℓ⁾)"))
@@ -43,7 +41,7 @@ def _flow_match(trace: Trace, entry: dict[str, Any]) -> dict[str, Any] | None:
     """The first `matched_by` of a math variable that is a flow variable of the decoder/model forward."""
     for m in entry.get("matched_by", []):
         rec = trace.record(m["record"])
-        if rec.function in FLOW_FUNCS and rec.source == "traced" and m["var"] in FLOW_VARS:
+        if rec.function in FLOW_FUNCTIONS and rec.source == "traced" and m["var"] in FLOW_NAMES:
             return m
     return None
 

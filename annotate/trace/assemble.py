@@ -14,11 +14,10 @@ from annotate.trace.kernels import KernelCapture
 from annotate.trace.numerics import distance, summarize
 from annotate.trace.recorder import RawRecord, Recorder
 from annotate.trace.reference import Identifier, Reference
+from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, identity_label
 
 #: recorded tensors are saved in full below this total (or always with --full-tensors)
 AUTO_SAVE_BYTES = 16 * 2**20
-FLOW_FUNCTIONS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
-FLOW_NAMES = ("hidden_states", "residual", "_")
 
 
 def total_bytes(records: list[RawRecord]) -> int:
@@ -156,19 +155,12 @@ def flow_payload(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for r in records:
         if r["function"] in FLOW_FUNCTIONS and r["source"] == "traced":
-            held = {v["name"]: {"label": _label(v), "matches": v["identity"].get("matches", [])[:2]}
+            held = {v["name"]: {"label": identity_label(v["identity"]), "matches": v["identity"].get("matches", [])[:2]}
                     for v in r["vars"] if v["name"] in FLOW_NAMES}
             if held:
                 out.append({"record": r["id"], "function": r["function"], "file": r["file"], "line": r["line"],
                             "kind": r["kind"], "layer": r["layer"], "text": r["text"], "held": held})
     return out
-
-
-def _label(v: dict[str, Any]) -> str:
-    ident = v["identity"]
-    if ident.get("status") == "match":
-        return " = ".join(m["label"] for m in ident["matches"])
-    return "no match" if ident.get("status") == "no match" else "—"
 
 
 def compiled_summary(checks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,6 +14,8 @@ HEAD = 6
 
 _INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 _RANK = {torch.float32: 3, torch.float16: 2, torch.bfloat16: 1}
+#: explicit mantissa bits per dtype (torch.finfo does not expose them)
+_MANTISSA = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
 
 
 @dataclass(frozen=True)
@@ -63,10 +65,7 @@ def ulp(magnitude: float, dtype: torch.dtype) -> float:
     info = torch.finfo(dtype)
     m = max(abs(magnitude), info.tiny)
     exponent = torch.floor(torch.log2(torch.tensor(m, dtype=torch.float64)))
-    return float(2.0 ** (exponent - (info.nmant if hasattr(info, "nmant") else _MANTISSA[dtype])))
-
-
-_MANTISSA = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
+    return float(2.0 ** (exponent - _MANTISSA[dtype]))
 
 
 def distance(value: torch.Tensor, reference: torch.Tensor) -> Distance:

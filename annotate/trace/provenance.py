@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import sys
 from pathlib import Path
@@ -10,7 +9,9 @@ from typing import Any
 
 import torch
 
-LOCK_REL = Path("vendor") / "nano-vllm.lock.json"
+from annotate.errors import UserError
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, read_lock
+from annotate.vendoring.sync import local_hashes
 
 
 def sha256_file(path: Path) -> str:
@@ -21,25 +22,24 @@ def vendor_facts(root: Path) -> dict[str, Any]:
     """Upstream pin and source from the lock (if present) plus the sha256 of every local vendored file.
 
     `mismatched` lists files whose local bytes differ from the lock's `source.files` hash (or that
-    one side lacks); a missing lock is reported as `lock: null`, not an error.
+    one side lacks); a missing lock is reported as `lock: null`, not an error, an unreadable or
+    invalid one as `lock: "unreadable: <why>"`.
     """
-    vroot = root / "vendor" / "nano-vllm"
-    local = {p.relative_to(vroot).as_posix(): sha256_file(p)
-             for p in sorted(vroot.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-    lock_path = root / LOCK_REL
-    facts: dict[str, Any] = {"root": "vendor/nano-vllm", "files": local, "lock": None, "upstream": None,
+    local = local_hashes(root / VENDOR_DIR)
+    lock_path = root / LOCK_NAME
+    facts: dict[str, Any] = {"root": VENDOR_DIR, "files": local, "lock": None, "upstream": None,
                              "source": None, "mismatched": None}
     if lock_path.is_file():
         try:
-            lock = json.loads(lock_path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
+            lock = read_lock(lock_path)
+        except (UserError, OSError, ValueError) as exc:
             facts["lock"] = f"unreadable: {exc}"
             return facts
-        up, src = lock.get("upstream") or {}, lock.get("source") or {}
-        facts["lock"] = LOCK_REL.as_posix()
-        facts["upstream"] = {"repo": up.get("repo"), "commit": up.get("commit"), "committed": up.get("committed")}
-        facts["source"] = {k: v for k, v in src.items() if k != "files"}
-        pinned = src.get("files") or {}
+        up = lock.upstream
+        facts["lock"] = LOCK_NAME
+        facts["upstream"] = {"repo": up.repo, "commit": up.commit, "committed": up.committed or None}
+        facts["source"] = {k: v for k, v in lock.source.to_json().items() if k != "files"}
+        pinned = lock.source.files
         facts["mismatched"] = sorted(k for k in set(pinned) | set(local) if pinned.get(k) != local.get(k))
     return facts
 

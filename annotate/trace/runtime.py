@@ -24,8 +24,8 @@ import torch
 
 from annotate.errors import UserError
 from annotate.trace import kernels, shims
+from annotate.vendoring.lock import VENDOR_DIR
 
-VENDOR_REL = Path("vendor") / "nano-vllm"
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
@@ -110,9 +110,9 @@ class Runtime:
 
 def vendor_root(root: Path) -> Path:
     """`<root>/vendor/nano-vllm`, or a UserError telling how to materialise it."""
-    path = (root / VENDOR_REL).resolve()
+    path = (root / VENDOR_DIR).resolve()
     if not (path / "nanovllm" / "models" / "qwen3.py").is_file():
-        raise UserError(f"{root / VENDOR_REL}: vendored nano-vllm is missing; run `annotate vendor sync` first")
+        raise UserError(f"{root / VENDOR_DIR}: vendored nano-vllm is missing; run `annotate vendor sync` first")
     return path
 
 

@@ -124,8 +124,3 @@ def install_flash_attn() -> str:
             sys.modules.pop("flash_attn", None)
             sys.modules["flash_attn"] = _shim_module()
     return attention_backend()
-
-
-def shim_installed() -> bool:
-    """True when the stand-in (not the real flash_attn) is in sys.modules."""
-    return bool(getattr(sys.modules.get("flash_attn"), _MARK, False))

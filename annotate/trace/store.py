@@ -8,26 +8,46 @@ A trace is a directory (default `traces/cpu`):
 
 The JSON layout is documented in docs/trace-format.md. This module is the only reader and writer:
 `load_trace()` validates the format and version (one-line `UserError` otherwise) and returns a
-`Trace` with a small query API; `write_trace()` writes into `<trace>.tmp-<pid>` and renames it into
-place, so a reader never sees half a trace. Loading needs no torch (tensors load lazily).
+`Trace` with a small query API; `write_trace()` stages the trace in a hidden folder beside it
+(`.<name>.tmp-XXXX`) and swaps it in with `annotate.atomic.swap_dir`, so a reader never sees half a
+trace and a failed swap puts the previous trace back. `find_traces()` skips folders whose name starts
+with "." (staging and swap-aside folders a killed run can leave). Loading needs no torch (tensors
+load lazily).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+import re
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from annotate.atomic import swap_dir
 from annotate.errors import UserError
+from annotate.vendoring.lock import VENDOR_DIR
+from annotate.vendoring.sync import local_hashes
 
 FORMAT = "annotate-trace"
 VERSION = 1
 JSON_NAME = "trace.json"
 TENSORS_NAME = "tensors.safetensors"
 BANDWIDTH_NAME = "bandwidth.json"
+
+#: the forwards whose flow variables the site follows (flow diagram, plots, identity flags) …
+FLOW_FUNCTIONS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
+#: … and those flow variables (`_` is the model forward's final residual)
+FLOW_NAMES = ("hidden_states", "residual", "_")
+
+
+def identity_label(identity: dict[str, Any]) -> str:
+    """The label of a variable's `identity`: `x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer of that shape)."""
+    status = identity.get("status")
+    if status == "match":
+        return " = ".join(m["label"] for m in identity["matches"])
+    return "no match" if status == "no match" else "—"
 
 
 # ---------------------------------------------------------------- records
@@ -58,10 +78,7 @@ class VarRecord:
     @property
     def label(self) -> str:
         """`x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer variable of that shape)."""
-        status = self.identity.get("status")
-        if status == "match":
-            return " = ".join(m["label"] for m in self.identity["matches"])
-        return "no match" if status == "no match" else "—"
+        return identity_label(self.identity)
 
 
 @dataclass
@@ -162,10 +179,8 @@ class Trace:
     def vendor_mismatch(self, root: Path | str) -> list[str]:
         """Files whose bytes under `<root>/vendor/nano-vllm` differ from those the trace was made
         from (or exist on one side only): values on those files' lines may be pinned to wrong lines."""
-        vroot = Path(root) / self.vendor.get("root", "vendor/nano-vllm")
         traced: dict[str, str] = self.vendor.get("files", {})
-        here = {p.relative_to(vroot).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in vroot.rglob("*") if p.is_file() and "__pycache__" not in p.parts} if vroot.is_dir() else {}
+        here = local_hashes(Path(root) / self.vendor.get("root", VENDOR_DIR))
         return sorted(k for k in set(traced) | set(here) if traced.get(k) != here.get(k))
 
     def bandwidth(self) -> dict[str, Any] | None:
@@ -243,10 +258,22 @@ def load_trace(path: Path | str) -> Trace:
                  payload.get("summary", {}))
 
 
+#: staging folders of annotate versions that staged in `<out>.tmp-<pid>` / `<out>.tmp-old-<pid>`
+_LEGACY_STAGING = re.compile(r"\.tmp-(old-)?\d+$")
+
+
 def find_traces(root: Path) -> list[Path]:
-    """Trace directories under `<root>/traces` (those holding a trace.json), sorted."""
+    """Trace directories under `<root>/traces` (those holding a trace.json), sorted.
+
+    Folders whose name starts with "." are skipped: `write_trace` stages in `.<name>.tmp-XXXX` and
+    `swap_dir` moves the old trace aside to `.<name>.old-XXXX`, and a killed run can leave either
+    behind (possibly half-written). So are `<name>.tmp-<pid>` folders left by older versions.
+    """
     base = root / "traces"
-    return sorted(p.parent for p in base.glob(f"*/{JSON_NAME}")) if base.is_dir() else []
+    if not base.is_dir():
+        return []
+    return sorted(p.parent for p in base.glob(f"*/{JSON_NAME}")
+                  if not p.parent.name.startswith(".") and not _LEGACY_STAGING.search(p.parent.name))
 
 
 # ---------------------------------------------------------------- writing
@@ -269,37 +296,25 @@ def check_out(out: Path, force: bool) -> None:
 
 
 def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | None, force: bool) -> Path:
-    """Write `payload` (+ tensors) to `out` atomically: build `<out>.tmp-<pid>`, then rename it into place."""
+    """Write `payload` (+ tensors) to `out` atomically: build a hidden `.<out>.tmp-XXXX` beside it, then
+    swap it into place (`annotate.atomic.swap_dir`: on failure the previous trace stays at `out`)."""
     check_out(out, force)
-    tmp = out.parent / f"{out.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
+        os.chmod(staged, 0o755)  # mkdtemp makes it 0700; a trace folder is as readable as any other
         if tensors:
             from safetensors.torch import save_file
 
-            save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp / TENSORS_NAME))
-            os.chmod(tmp / TENSORS_NAME, 0o644)
+            save_file({k: v.contiguous() for k, v in tensors.items()}, str(staged / TENSORS_NAME))
+            os.chmod(staged / TENSORS_NAME, 0o644)
         body = json.dumps({"format": FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
                           separators=(",", ":"), allow_nan=True)
-        (tmp / JSON_NAME).write_text(body, encoding="utf-8")
-        _swap(tmp, out)
+        (staged / JSON_NAME).write_text(body, encoding="utf-8")
+        swap_dir(staged, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(staged, ignore_errors=True)
         raise
     return out
-
-
-def _swap(tmp: Path, out: Path) -> None:
-    """Put `tmp` at `out`; an old trace is moved aside first and removed only after the rename."""
-    old = None
-    if out.exists():
-        old = out.parent / f"{out.name}.tmp-old-{os.getpid()}"
-        os.replace(out, old)
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def payload_matches(out: Path, expected: dict[str, Any]) -> str | None:
@@ -314,11 +329,3 @@ def payload_matches(out: Path, expected: dict[str, Any]) -> str | None:
         return f"{out}: made with other inputs ({', '.join(diff)})"
     return None
 
-
-def iter_vars(trace: Trace, names: Iterable[str]) -> Iterable[tuple[LineRecord, VarRecord]]:
-    """(record, var) pairs for variables with one of `names`, in execution order."""
-    wanted = set(names)
-    for r in trace.records:
-        for v in r.vars:
-            if v.name in wanted:
-                yield r, v
