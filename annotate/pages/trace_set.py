@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotate.trace.store import Trace, find_traces, load_trace
+from annotate.vendoring.lock import VENDOR_DIR
+from annotate.vendoring.sync import local_hashes
 
 DEFAULT_KEY = "cpu"   # the Makefile's default trace: traces/cpu (bfloat16)
 DEVICE_NAMES = {"cpu": "CPU", "cuda": "GPU"}
@@ -100,11 +102,12 @@ def _order(view: TraceView) -> tuple:
 def load_traces(root: Path, upstream_commit: str | None) -> TraceSet:
     """Load every trace under `<root>/traces`; a bad trace file raises its one-line UserError."""
     views = []
+    here = local_hashes(root / VENDOR_DIR)  # hashed once for all traces
     for folder in find_traces(root):
         trace = load_trace(folder)
         traced_commit = (trace.vendor.get("upstream") or {}).get("commit")
         moved = bool(upstream_commit and traced_commit and traced_commit != upstream_commit)
-        changed = trace.vendor_mismatch(root)
+        changed = trace.vendor_mismatch(root, here)
         recorded = set(trace.files())
         views.append(TraceView(folder.name, trace, [f for f in changed if f in recorded], changed, moved))
     return TraceSet(sorted(views, key=_order))

@@ -71,10 +71,13 @@ def default_out(opts: runtime.TraceOptions, root: Path) -> Path:
     return root / "traces" / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}"
 
 
-def inputs_key(req: TraceRequest, root: Path) -> dict[str, Any]:
-    """Everything that determines a trace's content: equal keys → --if-stale may skip."""
+def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
+    """Everything that determines a trace's content: equal keys → --if-stale may skip.
+
+    ``facts`` are the vendor facts (pin + local file hashes) read once at the start of the run,
+    so the key and the trace's ``vendor`` block describe the same bytes.
+    """
     o = req.options
-    facts = provenance.vendor_facts(root)
     model_cfg = None
     if o.model is not None and (o.model / "config.json").is_file():
         model_cfg = provenance.sha256_file(o.model / "config.json")
@@ -101,7 +104,8 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
     root = req.options.root
     opts = runtime.TraceOptions(**{**req.options.__dict__, "layers": effective_layers(req.options)})
     out = req.out or default_out(req.options, root)
-    key = inputs_key(req, root)
+    facts = provenance.vendor_facts(root)
+    key = inputs_key(req, facts)
     if req.if_stale and out.exists():
         reason = store.payload_matches(out, key)
         if reason is None:
@@ -115,13 +119,14 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
     with progress.step("build", "writing the checkpoint and building the vendored model"):
         rt = runtime.build_runtime(opts)
     try:
-        return _traced(req, opts, rt, out, key, capture, progress)
+        return _traced(req, opts, rt, out, key, facts, capture, progress)
     finally:
         rt.close()
 
 
 def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, out: Path,
-            key: dict[str, Any], capture: kernels.KernelCapture, progress: Progress) -> TraceResult:
+            key: dict[str, Any], facts: dict[str, Any], capture: kernels.KernelCapture,
+            progress: Progress) -> TraceResult:
     root = opts.root
     mods = runtime.import_vendored(root, rt.device.type)
     first_module = len(capture.modules)
@@ -147,7 +152,7 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
     payload = {
         "meta": _meta(opts, rt, rec, ref, key, compiled, while_recording, bool(torch.equal(plain, traced)),
                       save, progress.timings),
-        "vendor": provenance.vendor_facts(root),
+        "vendor": facts,
         "functions": assemble.functions_payload(rec),
         "records": records,
         "math": math,

@@ -176,11 +176,14 @@ class Trace:
                 f"{m['model']['layers']} layers × {m['input']['tokens']} tokens, torch {m['versions']['torch']}, "
                 f"attention {m['attention']}, {m['created'][:10]}")
 
-    def vendor_mismatch(self, root: Path | str) -> list[str]:
+    def vendor_mismatch(self, root: Path | str, here: dict[str, str] | None = None) -> list[str]:
         """Files whose bytes under `<root>/vendor/nano-vllm` differ from those the trace was made
-        from (or exist on one side only): values on those files' lines may be pinned to wrong lines."""
+        from (or exist on one side only): values on those files' lines may be pinned to wrong lines.
+
+        ``here`` (the local hashes, e.g. computed once for several traces) skips re-hashing."""
         traced: dict[str, str] = self.vendor.get("files", {})
-        here = local_hashes(Path(root) / self.vendor.get("root", VENDOR_DIR))
+        if here is None:
+            here = local_hashes(Path(root) / self.vendor.get("root", VENDOR_DIR))
         return sorted(k for k in set(traced) | set(here) if traced.get(k) != here.get(k))
 
     def bandwidth(self) -> dict[str, Any] | None:
