@@ -10,7 +10,8 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annotate.vendoring import LOCK_NAME, LineMap, Lock, line_map, read_lock
+from annotate.vendoring import LOCK_NAME, VENDOR_DIR, LineMap, Lock, line_map, read_lock
+from annotate.vendoring.status import FileStatus, file_status
 
 SOURCE_DIR = "source"
 LOCAL_ONLY = "local-only: this line is not in the pinned upstream file, so it has no upstream permalink"
@@ -49,6 +50,11 @@ class Links:
     def __post_init__(self) -> None:
         if self.lock is None:
             self.lock = read_lock(self.root / LOCK_NAME)
+
+    def file_status(self, path: str) -> FileStatus:
+        """Identical to upstream, differs (with local-only line ranges) or local-only file: `vendor status`'s facts."""
+        assert self.lock is not None
+        return file_status(self.root / VENDOR_DIR, path, self.lock)
 
     def line_map(self, path: str) -> LineMap:
         if path not in self.maps:

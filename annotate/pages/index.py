@@ -20,11 +20,7 @@ def render_index(paths: list[str], notes_count: dict[str, int], links: Links) ->
 
 
 def _state(path: str, links: Links) -> str:
-    assert links.lock is not None
-    if path not in links.lock.upstream.files:
-        return "local-only file"
-    lmap = links.line_map(path)
-    if lmap.identical:
-        return "identical"
-    local = lmap.local_only()
-    return f"local-only lines {format_ranges(local)}" if local else "same lines, other bytes"
+    status = links.file_status(path)
+    if status.state == "differs":
+        return f"local-only lines {format_ranges(status.local_only)}" if status.local_only else "same lines, other bytes"
+    return status.state

@@ -20,6 +20,7 @@ from annotate.pages.highlight import highlight_lines
 from annotate.pages.prose import render_prose
 from annotate.source import SourceFile
 from annotate.vendoring.linemap import format_ranges
+from annotate.vendoring.status import FileStatus
 
 MathFn = Callable[[str, bool], str]  # (tex, display) -> HTML; raises on bad LaTeX
 
@@ -69,21 +70,26 @@ def render_page(page: PageInput) -> str:
     return "\n".join(parts)
 
 
+def _state_words(status: FileStatus) -> str:
+    """The banner's bilingual wording of `vendor status`'s verdict for this file."""
+    local = format_ranges(status.local_only)
+    if status.state == "local-only file":
+        return "本地独有文件，上游没有 — local-only file: not in the pinned upstream commit, no permalinks"
+    if status.state == "identical":
+        return "与上游逐字节相同 — identical to upstream (same git blob)"
+    if status.local_only:
+        return (f"与上游不同：本地独有行 {local} 没有上游链接 — differs from upstream: "
+                f"local-only lines {local} have no upstream permalink")
+    return "与上游行内容相同，字节不同 — same lines as upstream, other bytes (line endings)"
+
+
 def banner(page: PageInput) -> str:
     """Provenance: where the copy comes from, the upstream pin and date, identical or not."""
     lock = page.links.lock
     assert lock is not None
     up, path = lock.upstream, page.source.path
     commit_link = f"{up.repo.rstrip('/')}/blob/{up.commit}/{path}"
-    if path not in up.files:
-        state = "本地独有文件，上游没有 — local-only file: not in the pinned upstream commit, no permalinks"
-    else:
-        lmap = page.links.line_map(path)
-        local = lmap.local_only()
-        state = ("与上游逐字节相同 — identical to upstream (same git blob)" if lmap.identical else
-                 f"与上游不同：本地独有行 {format_ranges(local)} 没有上游链接 — differs from upstream: "
-                 f"local-only lines {format_ranges(local)} have no upstream permalink" if local else
-                 "与上游行内容相同，字节不同 — same lines as upstream, other bytes (line endings)")
+    state = _state_words(page.links.file_status(path))
     date = up.committed[:10]
     return ('<div class="an-banner">'
             f'<div><b>来源 Source</b> {html.escape(lock.source.describe())}</div>'
