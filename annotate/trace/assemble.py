@@ -20,17 +20,36 @@ from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, identity_label
 AUTO_SAVE_BYTES = 16 * 2**20
 
 
+def _unique(records: list[RawRecord]) -> dict[int, torch.Tensor]:
+    """The distinct recorded copies (the recorder shares one copy among the records that saw the
+    same, provably unchanged tensor)."""
+    return {id(v.tensor): v.tensor for r in records for v in r.vars}
+
+
 def total_bytes(records: list[RawRecord]) -> int:
-    return sum(v.tensor.numel() * v.tensor.element_size() for r in records for v in r.vars)
+    return sum(t.numel() * t.element_size() for t in _unique(records).values())
 
 
-def _var_payload(rid: int, raw: Any, identity: dict[str, Any], aliases: list[Any], save: bool,
-                 tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
-    s = summarize(raw.tensor)
-    key = None
-    if save:
-        key = f"r{rid}/{raw.name}"
-        tensors[key] = raw.tensor.cpu()
+class _PerCopy:
+    """Summary, identity and tensor key worked out once per distinct copy."""
+
+    def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor]) -> None:
+        self.ident, self.save, self.tensors = ident, save, tensors
+        self._done: dict[int, tuple[Any, dict[str, Any], str | None]] = {}
+
+    def __call__(self, rid: int, raw: Any) -> tuple[Any, dict[str, Any], str | None]:
+        hit = self._done.get(id(raw.tensor))
+        if hit is None:
+            key = None
+            if self.save:   # the first record that holds this copy names it; later ones point to it
+                key = f"r{rid}/{raw.name}"
+                self.tensors[key] = raw.tensor.cpu()
+            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self.ident.identify(raw.tensor)), key)
+        return hit
+
+
+def _var_payload(raw: Any, done: tuple[Any, dict[str, Any], str | None], aliases: list[Any]) -> dict[str, Any]:
+    s, identity, key = done
     group = next((g for g in aliases if raw.name in g.names), None)
     return {"name": raw.name, "role": raw.role, "shape": list(s.shape), "dtype": s.dtype, "norm": s.norm,
             "mean": s.mean, "absmax": s.absmax, "head": list(s.head), "tensor": key, "identity": identity,
@@ -39,11 +58,13 @@ def _var_payload(rid: int, raw: Any, identity: dict[str, Any], aliases: list[Any
 
 
 def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
-    """Every record with summaries and identities; full tensors into `tensors` when `save`."""
+    """Every record with summaries and identities; full tensors into `tensors` when `save` (one
+    entry per distinct copy: variables that share a copy share its key)."""
     tensors: dict[str, torch.Tensor] = {}
+    per_copy = _PerCopy(ident, save, tensors)
     out = []
     for rid, r in enumerate(rec.records):
-        vars_ = [_var_payload(rid, v, asdict(ident.identify(v.tensor)), r.aliases, save, tensors) for v in r.vars]
+        vars_ = [_var_payload(v, per_copy(rid, v), r.aliases) for v in r.vars]
         out.append({"id": rid, "function": r.function, "file": r.file, "line": r.line, "end_line": r.end_line,
                     "kind": r.kind, "source": r.source, "layer": r.layer, "module": r.module, "call": r.call,
                     "hit": r.hit, "order": r.order, "text": r.text, "vars": vars_,

@@ -10,6 +10,8 @@
   original Python body (`_torchdynamo_orig_callable`) is replayed eagerly on those clones under the
   same line tracer (its records are ordered back at the call), and the fused outputs are compared
   with the eager ones (max |Δ|, max ulps).
+* Copies are shared while a tensor provably has not changed since the last one (`copies.py`): a
+  value returned, assigned and passed on is copied once.
 * "Compiled paths ran compiled" is checked, not assumed: the original bodies' code objects are
   watched too, and any frame of theirs outside a replay (i.e. the compiled function fell back to
   eager) is counted as an escape.
@@ -26,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from annotate.trace.copies import CopyCache, clone
 from annotate.trace.numerics import Distance, distance, storage_key
 from annotate.trace.sourcemap import CodeInfo, Statement, code_info
 
@@ -72,7 +75,7 @@ class RawRecord:
     order: int
     text: str
     vars: list[RawVar]
-    aliases: list[AliasGroup]
+    aliases: list[AliasGroup] = field(default_factory=list)
     sort_key: tuple[int, int, int] = (0, 0, 0)
 
 
@@ -99,6 +102,7 @@ class _Frame:
     layer: int | None
     call: int
     owner: Any = None                  # the frame's `self` (a module), if any
+    frame: FrameType | None = None
     current: Statement | None = None
     hits: dict[tuple[int, int | None], int] = field(default_factory=dict)
 
@@ -110,7 +114,7 @@ class _Pending:
     qual: str
     orig: Callable
     module: torch.nn.Module
-    name: str | None
+    caller: tuple[Any, str | None]   # the traced caller's (self, module name): names the instance later
     inputs: list[Any]
     fused: list[tuple[str, torch.Tensor]]
     anchor: int
@@ -157,8 +161,22 @@ def _same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
-def _clone(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().clone()
+def _hooks_free(model: torch.nn.Module) -> bool:
+    """No module hook anywhere (global or on the model's modules) and no module-level compile:
+    then nn.Module's call machinery only passes arguments and results through."""
+    from torch.nn.modules import module as nn_module
+
+    global_hooks = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                    "_global_backward_pre_hooks", "_global_forward_hooks_always_called")
+    if any(getattr(nn_module, name, None) for name in global_hooks):
+        return False
+    own = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+    return not any(getattr(m, name, None) for m in model.modules() for name in own) and \
+        all(getattr(m, "_compiled_call_impl", None) is None for m in model.modules())
+
+
+#: nn.Module's call machinery: frames a call passes through between a caller and its forward
+_MODULE_CALL = frozenset(id(f.__code__) for f in (torch.nn.Module._wrapped_call_impl, torch.nn.Module._call_impl))
 
 
 class Recorder:
@@ -195,10 +213,16 @@ class Recorder:
             self.bodies[info.code] = info
         helper = code_info(rope.apply_rotary_emb, "apply_rotary_emb", vendor_root)
         self.bodies[helper.code] = helper   # inlined into RotaryEmbedding.forward when compiled
-        self._watched: dict[CodeType, tuple[CodeInfo, str]] = {
-            **{c: (i, "replay") for c, i in self.bodies.items()}, **{c: (i, "traced") for c, i in self.traced.items()}}
+        # keyed by id(): hashing a code object hashes its bytecode, names and constants (~0.35 µs,
+        # not cached), and this lookup runs for every Python call in the forward; the code
+        # objects stay alive with their functions, so their ids cannot be reused meanwhile
+        self._watched: dict[int, tuple[CodeInfo, str]] = {
+            **{id(c): (i, "replay") for c, i in self.bodies.items()},
+            **{id(c): (i, "traced") for c, i in self.traced.items()}}
         self.names = {id(m): n for n, m in model.named_modules()}
         self.records: list[RawRecord] = []
+        #: finished statements and entries as the forward produced them (see `_materialize`)
+        self._raw: list[tuple[_Frame, Statement | None, list[RawVar], dict[str, Any], Any, tuple[int, int, int]]] = []
         self._checks: list[CompiledCheck] = []
         self._pending: list[tuple[str, str, int, str | None, int, list[tuple[str, torch.Tensor]], list[torch.Tensor]]] = []
         self._files: dict[str, str] = {}
@@ -208,6 +232,8 @@ class Recorder:
         self.compiled_calls: dict[str, int] = {}
         self.escapes: dict[str, int] = {}
         self.active = False
+        self.copies = CopyCache()
+        self._direct_calls = False   # set per recording: whether module calls can be seen through
         self.replay_stack: list[_Replay] = []
         self.frames: list[_Frame] = []
         self.calls: dict[tuple[str, str | None], int] = {}
@@ -243,32 +269,39 @@ class Recorder:
         def call_compiled(*args: Any) -> Any:
             if not self.active:
                 return compiled(*args)
-            if not self.replay:
-                self.compiled_calls[qual] = self.compiled_calls.get(qual, 0) + 1
-                return compiled(*args)
-            name = self._instance_name(module, attr)
-            inputs = [_clone(a) if isinstance(a, torch.Tensor) else a for a in args]
-            out = compiled(*args)
+            caller = self.frames[-1] if self.frames else None
+            direct = caller is not None and self._reaches(sys._getframe(1), caller.frame)
+            copies = self.copies
+            copies.entered(call_compiled, caller, direct)
             self.compiled_calls[qual] = self.compiled_calls.get(qual, 0) + 1
-            fused = [(n, _clone(t)) for n, t in _tensors(out, "return")]
-            self._replays.append(_Pending(qual, orig, module, name, inputs, fused, self._order,
+            if not self.replay:
+                out = compiled(*args)
+                copies.forget()          # a compiled body may write to its inputs
+                copies.returned(caller, direct)
+                return out
+            where = (caller.owner, caller.module) if caller is not None else (None, None)
+            inputs = [copies.take(a) if isinstance(a, torch.Tensor) else a for a in args]
+            out = compiled(*args)
+            copies.forget()
+            fused = [(n, copies.take(t)) for n, t in _tensors(out, "return")]
+            copies.returned(caller, direct)
+            self._replays.append(_Pending(qual, orig, module, where, inputs, fused, self._order,
                                           torch.is_inference_mode_enabled()))
             return out
 
         call_compiled.__wrapped__ = compiled  # type: ignore[attr-defined]
         return call_compiled
 
-    def _instance_name(self, module: torch.nn.Module, attr: str) -> str | None:
-        """Module name as seen from the traced caller (a shared module, like the rope, gets the caller's path)."""
-        if self.frames:
-            caller = self.frames[-1]
-            owner = caller.owner
-            if owner is module:
-                return caller.module
-            if owner is not None:
-                for child_name, child in owner.named_children():
-                    if child is module and caller.module:
-                        return f"{caller.module}.{child_name}"
+    def _instance_name(self, module: torch.nn.Module, caller: tuple[Any, str | None]) -> str | None:
+        """Module name as seen from the traced caller (a shared module, like the rope, gets the
+        caller's path). Worked out at replay time, off the recorded forward."""
+        owner, caller_module = caller
+        if owner is module:
+            return caller_module
+        if owner is not None and caller_module:
+            for child_name, child in owner.named_children():
+                if child is module:
+                    return f"{caller_module}.{child_name}"
         name = self.names.get(id(module))
         return name if name is not None else type(module).__name__
 
@@ -278,18 +311,20 @@ class Recorder:
         for the clones; the replayed records are put back at the place of their call (`order`)."""
         while self._replays:
             p = self._replays.pop(0)
-            self.replay_stack.append(_Replay(p.name, layer_of(p.name)))
+            name = self._instance_name(p.module, p.caller)
+            self.replay_stack.append(_Replay(name, layer_of(name)))
             self._anchor = p.anchor
+            self.copies.forget()
+            # the body may write to its inputs (float32 runs do): give it copies of its own, so the
+            # recorded values that share the saved inputs stay as they were
+            inputs = [clone(a) if isinstance(a, torch.Tensor) else a for a in p.inputs]
             try:
                 with torch.inference_mode(p.inference_mode):
-                    ref = p.orig(p.module, *p.inputs)
+                    ref = p.orig(p.module, *inputs)
             finally:
                 self.replay_stack.pop()
                 self._anchor = None
-            self._check(p.qual, p.orig, p.name, p.fused, ref)
-        self.records.sort(key=lambda r: r.sort_key)
-        for i, r in enumerate(self.records):
-            r.order = i
+            self._check(p.qual, p.orig, name, p.fused, ref)
 
     def _check(self, qual: str, orig: Callable, module: str | None, fused: list[tuple[str, torch.Tensor]],
                ref: Any) -> None:
@@ -326,28 +361,53 @@ class Recorder:
         """Trace and replay while the block runs; compiled functions still run compiled."""
         self.install()
         previous = sys.gettrace()
+        self._direct_calls = _hooks_free(self.model)
+        self.copies.clear()
         self.active = True
-        sys.settrace(self._on_call)
+        sys.settrace(self._global_tracer())
         try:
             yield
             self._run_replays()
+            self._materialize()
         finally:
             sys.settrace(previous)
             self.active = False
             self._replays.clear()
+            self.copies.forget()
 
-    def _on_call(self, frame: FrameType, event: str, arg: Any) -> Callable | None:
-        """Global trace function: only the chosen code objects get a line tracer."""
-        watched = self._watched.get(frame.f_code)  # one lookup: this runs for every Python call
-        if watched is None:
-            return None
-        info, source = watched
-        if source == "replay":
-            if not self.replay_stack:
-                # an original compiled body running outside a replay: the compiled path fell back to eager
-                self.escapes[info.qualname] = self.escapes.get(info.qualname, 0) + 1
+    def _global_tracer(self) -> Callable:
+        """The global trace function: only the chosen code objects get a line tracer.
+
+        It runs for every Python call in the forward (nn.Module's machinery, torch.compile's
+        wrappers: ~1,800 calls for 4 layers), so it is a closure over a bound `dict.get` keyed
+        by id(code) — no attribute lookups, no code-object hashing — and does nothing else for
+        frames it does not watch."""
+        watched_get = self._watched.get
+
+        def on_call(frame: FrameType, event: str, arg: Any) -> Callable | None:
+            watched = watched_get(id(frame.f_code))
+            if watched is None:
                 return None
+            return self._on_watched(frame, *watched)
+
+        return on_call
+
+    def _on_watched(self, frame: FrameType, info: CodeInfo, source: str) -> Callable | None:
+        if source == "replay" and not self.replay_stack:
+            # an original compiled body running outside a replay: the compiled path fell back to eager
+            self.escapes[info.qualname] = self.escapes.get(info.qualname, 0) + 1
+            return None
         return self._start_frame(frame, info, source)
+
+    def _reaches(self, frame: FrameType | None, target: FrameType | None) -> bool:
+        """`frame` is `target`, or only nn.Module's call machinery lies between them (no hooks)."""
+        if not self._direct_calls or target is None:
+            return False
+        while frame is not None and frame is not target:
+            if id(frame.f_code) not in _MODULE_CALL:
+                return False
+            frame = frame.f_back
+        return frame is not None
 
     def _start_frame(self, frame: FrameType, info: CodeInfo, source: str) -> Callable:
         owner = frame.f_locals.get("self")
@@ -360,23 +420,33 @@ class Recorder:
         key = (info.qualname, module)
         call = self.calls.get(key, 0)
         self.calls[key] = call + 1
-        state = _Frame(info, source, module, layer, call, owner)
+        state = _Frame(info, source, module, layer, call, owner, frame)
+        caller = self.frames[-1] if self.frames else None
+        self.copies.entered(state, caller, caller is not None and self._reaches(frame.f_back, caller.frame))
         self.frames.append(state)
         self._record_entry(frame, state)
+        statements = info.statements
+        copies = self.copies
 
         def local(frame: FrameType, event: str, arg: Any) -> Callable:
             if event == "line":
-                stmt = info.statement_at(frame.f_lineno)
-                if stmt is not None:
-                    if state.current is not None and stmt is not state.current:
+                stmt = statements.get(frame.f_lineno)
+                if stmt is not None and stmt is not state.current:
+                    copies.line(state, state.current)
+                    if state.current is not None:
                         self._finish(frame, state, None)
                     state.current = stmt
             elif event == "return":
+                copies.line(state, state.current)
                 if state.current is not None:
                     self._finish(frame, state, arg)
                     state.current = None
                 if self.frames and self.frames[-1] is state:
                     self.frames.pop()
+                caller = self.frames[-1] if self.frames else None
+                copies.returned(caller, caller is not None and self._reaches(frame.f_back, caller.frame))
+            elif event == "exception":
+                copies.forget()
             return local
 
         return local
@@ -384,41 +454,69 @@ class Recorder:
     def _record_entry(self, frame: FrameType, state: _Frame) -> None:
         """Tensor arguments at entry, recorded on the `def` line."""
         f_locals = frame.f_locals
-        vars_ = [RawVar(n, _clone(t), "argument") for p in state.info.params if p != "self"
+        take = self.copies.take
+        vars_ = [RawVar(n, take(t), "argument") for p in state.info.params if p != "self"
                  for n, t in _tensors(f_locals.get(p), p)]
-        self._append(state, state.info.def_line, state.info.def_line, "entry", "", state.layer, 0, vars_,
-                     self._aliases(f_locals, None, {v.name for v in vars_}))
+        self._raw.append((state, None, vars_, f_locals.copy(), None, self._sort_key()))
 
     def _finish(self, frame: FrameType, state: _Frame, retval: Any) -> None:
         """The statement `state.current` has completed: clone what it assigned (and the live pair)."""
         stmt = state.current
         assert stmt is not None
         f_locals = frame.f_locals
+        take = self.copies.take
         vars_: list[RawVar] = []
         taken: set[str] = set()
         for name in stmt.targets:
             for n, t in _tensors(f_locals.get(name), name):
-                vars_.append(RawVar(n, _clone(t), "assigned"))
+                vars_.append(RawVar(n, take(t), "assigned"))
                 taken.add(n)
         for name in LIVE:
             if name not in taken and isinstance(f_locals.get(name), torch.Tensor):
-                vars_.append(RawVar(name, _clone(f_locals[name]), "live"))
+                vars_.append(RawVar(name, take(f_locals[name]), "live"))
                 taken.add(name)
         if stmt.is_return and retval is not None:
             for n, t in _tensors(retval, "return"):
-                vars_.append(RawVar(n, _clone(t), "return"))
-                taken.add(n)
-        layer = state.layer
-        if layer is None and stmt.loop_targets:
-            for name in stmt.loop_targets:
-                layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
-        hit_key = (stmt.start, layer)
-        hit = state.hits.get(hit_key, 0)
-        state.hits[hit_key] = hit + 1
-        self._append(state, stmt.start, stmt.end, "line", stmt.text, layer, hit, vars_,
-                     self._aliases(f_locals, retval if stmt.is_return else None, taken))
+                vars_.append(RawVar(n, take(t), "return"))
+        self._raw.append((state, stmt, vars_, f_locals.copy(), retval if stmt.is_return else None,
+                          self._sort_key()))
 
-    def _aliases(self, f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> list[AliasGroup]:
+    def _sort_key(self) -> tuple[int, int, int]:
+        """Where a record goes in the final order: in event order, except that a deferred replay's
+        records sort just before the record that followed its call."""
+        if self._anchor is None:
+            self._order += 1
+            return (self._order - 1, 1, 0)
+        self._sub += 1
+        return (self._anchor, 0, self._sub - 1)
+
+    def _materialize(self) -> None:
+        """Turn the raw events into records, once the forward (and the replays) are over.
+
+        During the forward each finished statement only costs its copies and one dict copy of the
+        frame's locals; layers, hit counts and aliasing are worked out here. Aliasing from the
+        snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
+        its memory handed to another tensor) before this runs."""
+        for state, stmt, vars_, f_locals, retval, key in self._raw:
+            info = state.info
+            if stmt is None:
+                line, end, kind, text, layer, hit = info.def_line, info.def_line, "entry", "", state.layer, 0
+            else:
+                line, end, kind, text, layer = stmt.start, stmt.end, "line", stmt.text, state.layer
+                for name in stmt.loop_targets if layer is None else ():
+                    layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
+                hit = state.hits.get((stmt.start, layer), 0)
+                state.hits[(stmt.start, layer)] = hit + 1
+            aliases = self._aliases(f_locals, retval, {v.name for v in vars_})
+            self.records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
+                                          state.module, state.call, hit, 0, text, vars_, aliases, key))
+        self._raw.clear()
+        self.records.sort(key=lambda r: r.sort_key)
+        for i, r in enumerate(self.records):
+            r.order = i
+
+    @staticmethod
+    def _aliases(f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> list[AliasGroup]:
         """Names (locals and return values) sharing storage, in groups touching a recorded name."""
         groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
         candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
@@ -438,21 +536,10 @@ class Recorder:
                 out.append(AliasGroup(names, _same_memory(members)))
         return out
 
-    def _append(self, state: _Frame, line: int, end: int, kind: str, text: str, layer: int | None,
-                hit: int, vars_: list[RawVar], aliases: list[AliasGroup]) -> None:
-        rec = RawRecord(state.info.qualname, state.info.file, line, end, kind, state.source,
-                        layer, state.module, state.call, hit, self._order, text, vars_, aliases)
-        if self._anchor is None:
-            rec.sort_key = (self._order, 1, 0)
-            self._order += 1
-        else:  # a deferred replay: sorts just before the record that followed its call
-            rec.sort_key = (self._anchor, 0, self._sub)
-            self._sub += 1
-        self.records.append(rec)
-
     def reset(self) -> None:
         """Forget what was recorded (keep the wrappers): for repeated runs in one process."""
         self.records.clear()
+        self._raw.clear()
         self._checks.clear()
         self._pending.clear()
         self.compiled_calls.clear()

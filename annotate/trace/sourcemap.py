@@ -3,13 +3,19 @@
 A line event only says "line N is about to run". A statement may span several lines (and line
 events may jump back to its first line), so the recorder works per statement: a statement is
 finished when a line of *another* statement starts, or when the frame returns.
+
+Each statement also gets an `effect`, read off its bytecode, which lets the recorder prove that no
+tensor changed between two of its events (and so reuse a copy instead of taking another):
+"pure" (no call at all: loads, stores, tuple packing, `is None` tests, jumps), "one-call" (exactly
+one call, everything else pure) or "other".
 """
 from __future__ import annotations
 
 import ast
+import dis
 import inspect
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import CodeType
 from typing import Callable
@@ -25,6 +31,7 @@ class Statement:
     is_return: bool
     loop_targets: tuple[str, ...]   # names bound by enclosing `for` headers
     text: str
+    effect: str = "other"           # "pure" | "one-call" | "other" (see the module docstring)
 
 
 @dataclass
@@ -100,6 +107,44 @@ def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str,
                 _walk(sub, offset, lines, loops + more, out)
 
 
+#: opcodes that run no code that could write to a tensor: local/constant/global/attribute loads
+#: (attribute reads are taken to have no side effects on tensors: nn.Module.__getattr__ and tensor
+#: properties have none), stores, stack shuffles, tuple building and unpacking (unpacking a tensor
+#: makes views, it writes nothing), `is` tests and jumps. Anything else (calls, operators, iteration,
+#: comparisons, subscripts) may run arbitrary code.
+PURE_OPS = frozenset({
+    "NOP", "RESUME", "CACHE", "EXTENDED_ARG", "PUSH_NULL", "PRECALL", "KW_NAMES", "POP_TOP", "COPY", "SWAP",
+    "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "RETURN_CONST",
+    "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_ATTR", "LOAD_METHOD", "STORE_FAST", "STORE_FAST_STORE_FAST",
+    "STORE_FAST_LOAD_FAST", "BUILD_TUPLE", "BUILD_LIST", "UNPACK_SEQUENCE", "IS_OP", "RETURN_VALUE",
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT",
+    "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+})
+CALL_OPS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
+
+
+def _effects(code: CodeType, statements: dict[int, Statement]) -> dict[int, Statement]:
+    """`statements` with each statement's `effect` set from the opcodes on its lines."""
+    calls: dict[int, int] = {}
+    other: set[int] = set()
+    for ins in dis.get_instructions(code):
+        line = ins.positions.lineno if ins.positions else None
+        stmt = statements.get(line) if line is not None else None
+        if stmt is None:
+            continue
+        if ins.opname in CALL_OPS:
+            calls[stmt.start] = calls.get(stmt.start, 0) + 1
+        elif ins.opname not in PURE_OPS:
+            other.add(stmt.start)
+    done: dict[int, Statement] = {}
+    for start, stmt in {st.start: st for st in statements.values()}.items():
+        n = calls.get(start, 0)
+        effect = "other" if start in other or n > 1 else ("one-call" if n == 1 else "pure")
+        done[start] = replace(stmt, effect=effect)
+    return {line: done[stmt.start] for line, stmt in statements.items()}
+
+
 def code_info(func: Callable, qualname: str, vendor_root: Path) -> CodeInfo:
     """Parse `func`'s source into per-line statements; `file` is relative to `vendor_root`."""
     src_lines, first = inspect.getsourcelines(func)
@@ -115,4 +160,4 @@ def code_info(func: Callable, qualname: str, vendor_root: Path) -> CodeInfo:
     except ValueError:
         rel = path.as_posix()
     params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    return CodeInfo(qualname, rel, code, fdef.lineno + offset, tuple(params), statements)
+    return CodeInfo(qualname, rel, code, fdef.lineno + offset, tuple(params), _effects(code, statements))

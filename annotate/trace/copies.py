@@ -1,0 +1,104 @@
+"""Copies of recorded tensors, reused while the tensor provably has not changed.
+
+The recorder keeps a copy of every tensor it records, because a later in-place update (nano-vllm
+has several: `add_`, `mul_`, compiled bodies that write into their inputs) would otherwise change
+what an earlier line shows. Most of those copies repeat one taken a moment before: the tensor a
+callee returns is recorded by the callee's `return`, then as the caller's assigned variable, then
+as the next callee's argument. Copying it again each time is most of the recorder's cost on CPU.
+
+Reuse has to be exact, and the forward runs under `torch.inference_mode` (as nano-vllm's runner
+does), where tensors carry no version counter that could say "unchanged". So reuse is decided
+from the code instead: between two recorder events, a copy is kept only when the code that ran in
+between is known to write to no tensor —
+
+* the rest of a statement with no call at all (`return x`, `if residual is None:`; see
+  `Statement.effect`), or
+* the part of a one-call statement before or after its call, when that call goes straight to a
+  recorded frame or a wrapped compiled function (through nn.Module's call machinery only, with no
+  hooks installed anywhere, so that machinery runs nothing else).
+
+Anything else — a call into code the recorder does not see, a compiled function (it may write to
+its inputs), an exception — forgets every copy. Copies are keyed by tensor identity; the table
+holds the tensor itself, so its id cannot be handed to another tensor while the entry lives.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from annotate.trace.sourcemap import Statement
+
+
+def clone(t: torch.Tensor) -> torch.Tensor:
+    """A copy that later in-place updates cannot reach (no `detach` op unless it is needed:
+    under inference mode nothing requires grad, and each op costs microseconds per line)."""
+    return t.detach().clone() if t.requires_grad else t.clone()
+
+
+class CopyCache:
+    """Copies taken since the last point where a tensor may have been written, by tensor identity.
+
+    The recorder reports its events in order; each says whether the code run since the previous
+    event is proven to write no tensor, and the table is emptied when it is not."""
+
+    def __init__(self, share: bool = True) -> None:
+        self.share = share
+        self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._last: tuple[str, Any] = ("opaque", None)
+        self.taken = 0
+        self.reused = 0
+
+    def take(self, t: torch.Tensor) -> torch.Tensor:
+        """The copy of `t` as it is now: reused if one was taken since the last possible write."""
+        hit = self._copies.get(id(t))
+        if hit is not None and hit[0] is t:
+            self.reused += 1
+            return hit[1]
+        copy = clone(t)
+        self.taken += 1
+        if self.share:
+            self._copies[id(t)] = (t, copy)
+        return copy
+
+    def forget(self) -> None:
+        """Something the recorder cannot see ran: no copy may be reused."""
+        self._copies.clear()
+        self._last = ("opaque", None)
+
+    # ------------------------------------------------------------ recorder events
+
+    def line(self, frame: Any, finished: Statement | None) -> None:
+        """A new statement starts in `frame` (or the frame returns); `finished` is the statement
+        that just completed there (None at the first line). Call before recording `finished`."""
+        kind, who = self._last
+        if who is not frame:
+            quiet = False
+        elif finished is None:
+            quiet = kind == "entry"                      # nothing runs between entry and first line
+        elif kind == "line":
+            quiet = finished.effect == "pure"            # the whole statement ran since
+        else:
+            quiet = kind == "returned" and finished.effect == "one-call"   # only its tail ran since
+        if not quiet:
+            self._copies.clear()
+        self._last = ("line", frame)
+
+    def entered(self, frame: Any, caller: Any, direct: bool) -> None:
+        """A recorded frame (or a wrapped compiled function) starts, called from `caller`'s
+        current statement; `direct`: through nn.Module's call machinery at most."""
+        kind, who = self._last
+        stmt = getattr(caller, "current", None)
+        quiet = direct and who is caller and kind == "line" and stmt is not None and stmt.effect == "one-call"
+        if not quiet:
+            self._copies.clear()
+        self._last = ("entry", frame)
+
+    def returned(self, caller: Any, direct: bool) -> None:
+        """A recorded frame (or wrapped function) has produced its result for `caller`."""
+        self._last = ("returned", caller) if direct and caller is not None else ("opaque", None)
+
+    def clear(self) -> None:
+        """Start afresh (a new recording, or a replay)."""
+        self.forget()
+        self.taken = self.reused = 0

@@ -1,0 +1,147 @@
+"""annotate.trace.copies: a copy is reused only while its tensor provably has not changed.
+
+Unit tests drive the event rules directly; the integration tests record the real compiled tiny
+model twice (copies shared, and every copy fresh) and require every recorded value to be the same
+bytes — in bfloat16 and in float32, where nano-vllm's compiled add_rms_forward writes into its
+input. A negative control shows that comparison would catch a stale shared copy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from annotate.trace.copies import CopyCache, clone
+from annotate.trace.sourcemap import Statement
+from conftest import ROOT, _need_vendor
+
+
+def stmt(effect: str) -> Statement:
+    return Statement(1, 1, (), False, (), "x = f(y)", effect)
+
+
+@dataclass
+class Frame:
+    """Stands in for the recorder's per-frame state: only `current` is read."""
+
+    current: Statement | None = None
+
+
+def test_a_copy_is_reused_across_a_statement_without_calls() -> None:
+    c, f, t = CopyCache(), Frame(), torch.arange(4.0)
+    c.entered(f, None, False)
+    c.line(f, None)
+    first = c.take(t)
+    f.current = stmt("pure")
+    c.line(f, f.current)
+    assert c.take(t) is first and (c.taken, c.reused) == (1, 1)
+
+
+def test_a_call_the_recorder_did_not_see_forgets_every_copy() -> None:
+    c, f, t = CopyCache(), Frame(), torch.arange(4.0)
+    c.entered(f, None, False)
+    c.line(f, None)
+    first = c.take(t)
+    f.current = stmt("one-call")        # its call went to code nobody recorded
+    c.line(f, f.current)
+    again = c.take(t)
+    assert again is not first and torch.equal(again, first)
+
+
+def test_a_direct_callee_passes_its_copies_back_to_the_caller() -> None:
+    c, caller, callee, t = CopyCache(), Frame(), Frame(), torch.arange(4.0)
+    c.entered(caller, None, False)
+    c.line(caller, None)
+    caller.current = stmt("one-call")
+    c.entered(callee, caller, direct=True)
+    c.line(callee, None)
+    returned = c.take(t)                 # the callee's return value
+    c.returned(caller, direct=True)
+    c.line(caller, caller.current)       # the caller's statement ends: only its tail ran
+    assert c.take(t) is returned
+
+
+@pytest.mark.parametrize("direct, effect", [(False, "one-call"), (True, "other")])
+def test_no_reuse_through_an_indirect_call_or_a_statement_with_more_calls(direct: bool, effect: str) -> None:
+    c, caller, callee, t = CopyCache(), Frame(), Frame(), torch.arange(4.0)
+    c.entered(caller, None, False)
+    c.line(caller, None)
+    before = c.take(t)
+    caller.current = stmt(effect)
+    c.entered(callee, caller, direct=direct)
+    assert c.take(t) is not before
+    returned = c.take(t)
+    c.returned(caller, direct=direct)
+    c.line(caller, caller.current)
+    assert c.take(t) is not returned
+
+
+def test_forget_and_a_disabled_cache_never_reuse() -> None:
+    c, f, t = CopyCache(), Frame(), torch.arange(4.0)
+    c.entered(f, None, False)
+    c.line(f, None)
+    first = c.take(t)
+    c.forget()
+    assert c.take(t) is not first
+    off = CopyCache(share=False)
+    assert off.take(t) is not off.take(t) and off.reused == 0
+
+
+def test_clone_is_a_copy_and_detaches() -> None:
+    t = torch.ones(3, requires_grad=True)
+    c = clone(t)
+    assert not c.requires_grad and c.data_ptr() != t.data_ptr() and torch.equal(c, t.detach())
+
+
+# ------------------------------------------------------------ on the real compiled model
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    t = t.contiguous()
+    return t.view(torch.int16) if t.element_size() == 2 else t.view(torch.int32) if t.element_size() == 4 else t
+
+
+def _record(dtype: str, share: bool, forget: bool = True):
+    from annotate.trace import runtime
+    from annotate.trace.recorder import Recorder
+
+    rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=2, dtype=dtype, root=ROOT))
+    try:
+        rec = Recorder(rt.model, runtime.import_vendored(ROOT, "cpu"), runtime.vendor_root(ROOT))
+        rec.copies.share = share
+        if not forget:
+            rec.copies.forget = lambda: None   # type: ignore[method-assign]
+        with rec.recording():
+            runtime.run_prefill(rt)
+        rec.uninstall()
+        return rec
+    finally:
+        rt.close()
+
+
+def _stale(a, b) -> list[tuple[str, int, str]]:
+    """(function, line, var) wherever two recordings of the same forward disagree in any bit."""
+    assert [(r.function, r.line, [v.name for v in r.vars]) for r in a.records] == \
+           [(r.function, r.line, [v.name for v in r.vars]) for r in b.records]
+    return [(ra.function, ra.line, va.name) for ra, rb in zip(a.records, b.records)
+            for va, vb in zip(ra.vars, rb.vars) if not torch.equal(_bits(va.tensor), _bits(vb.tensor))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+def test_shared_copies_hold_exactly_what_fresh_copies_hold(dtype: str) -> None:
+    _need_vendor()
+    shared, fresh = _record(dtype, share=True), _record(dtype, share=False)
+    assert _stale(shared, fresh) == []
+    assert fresh.copies.reused == 0 and shared.copies.reused > 0
+    assert shared.copies.taken < fresh.copies.taken
+
+
+@pytest.mark.slow
+def test_a_copy_kept_across_a_compiled_call_would_be_caught() -> None:
+    """Negative control: if copies were kept across compiled calls (and replays), float32 records
+    would show stale values, because the compiled add_rms_forward writes the sum into its input x."""
+    _need_vendor()
+    stale = _stale(_record("float32", share=True, forget=False), _record("float32", share=False))
+    assert stale and any(fn == "RMSNorm.forward" for fn, _, _ in stale), stale

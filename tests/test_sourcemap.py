@@ -1,0 +1,68 @@
+"""annotate.trace.sourcemap: statements of the traced functions, and what their bytecode may do.
+
+Statements are found by their text in the vendored code, never by line number."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from annotate.trace.sourcemap import code_info
+from conftest import ROOT, _need_vendor
+
+
+def _by_text(info) -> dict[str, object]:
+    return {s.text: s for s in info.statements.values()}
+
+
+@pytest.fixture(scope="module")
+def mods():
+    _need_vendor()
+    from annotate.trace import runtime
+
+    return runtime.import_vendored(ROOT, "cpu")
+
+
+def _info(fn, name):
+    from annotate.trace import runtime
+
+    return code_info(fn, name, runtime.vendor_root(ROOT))
+
+
+def test_effects_of_the_decoder_layer_statements(mods) -> None:
+    stmts = _by_text(_info(mods["qwen3"].Qwen3DecoderLayer.forward, "Qwen3DecoderLayer.forward"))
+    assert stmts["if residual is None:"].effect == "pure"
+    assert stmts["hidden_states = self.mlp(hidden_states)"].effect == "one-call"
+    assert stmts["return hidden_states, residual"].effect == "pure"
+    assert stmts["hidden_states = self.mlp(hidden_states)"].targets == ("hidden_states",)
+
+
+def test_loops_and_nested_calls_are_not_taken_as_quiet(mods) -> None:
+    model = _by_text(_info(mods["qwen3"].Qwen3Model.forward, "Qwen3Model.forward"))
+    assert model["for layer in self.layers:"].effect == "other"          # iteration runs code
+    attn = _by_text(_info(mods["qwen3"].Qwen3Attention.forward, "Qwen3Attention.forward"))
+    assert attn["output = self.o_proj(o.flatten(1, -1))"].effect == "other"   # two calls
+
+
+def test_effects_of_a_local_function(tmp_path: Path) -> None:
+    src = tmp_path / "mod.py"
+    src.write_text(textwrap.dedent("""\
+        def f(x, y):
+            a = x
+            b = (x,
+                 y)
+            x.add_(1)
+            c = x + y
+            return g(a)
+        def g(a):
+            return a
+        """), encoding="utf-8")
+    ns: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    info = code_info(ns["f"], "f", tmp_path)
+    effects = {s.text: s.effect for s in info.statements.values()}
+    assert effects == {"a = x": "pure", "b = (x, y)": "pure", "x.add_(1)": "one-call",
+                       "c = x + y": "other", "return g(a)": "one-call"}
+    assert info.statements[4] is info.statements[3]          # a two-line statement is one statement
+    assert info.file == "mod.py" and info.params == ("x", "y")
