@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from annotate.trace import runtime  # noqa: E402
 from annotate.trace.recorder import Recorder  # noqa: E402
 
-REPEATS = 15
+REPEATS = 40
 PRESET, LAYERS, TOKENS = "qwen3-0.6b", 4, 32
 
 
@@ -78,7 +78,8 @@ def overhead() -> None:
         print(f"{m:>10}: median {med[m] * 1e3:8.2f} ms  min {min(v) * 1e3:8.2f} ms")
     full = recorders["full"]
     print(f"{len(full.records)} records, {sum(full.compiled_calls.values())} compiled calls, "
-          f"compiled ran compiled: {full.ran_compiled()}")
+          f"compiled ran compiled: {full.ran_compiled()}; last full run: {full.copies.taken} copies taken, "
+          f"{full.copies.reused} reused")
     print("ratio of medians vs off: " + ", ".join(f"{m} {med[m] / med['off']:.2f}x" for m in times if m != "off")
           + "  (target ≤ 1.3x for the fused path under recording)")
     rt.close()
