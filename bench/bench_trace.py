@@ -11,6 +11,7 @@ Benchmarks print; they never assert timing.
 """
 from __future__ import annotations
 
+import random
 import statistics
 import subprocess
 import sys
@@ -29,8 +30,11 @@ PRESET, LAYERS, TOKENS = "qwen3-0.6b", 4, 32
 
 
 def overhead() -> None:
-    """Recording on vs off in one process; the modes are interleaved round by round so that
-    background load on a shared machine hits them alike. Ratios are of medians."""
+    """Recording on vs off in one process. The modes are interleaved round by round, in a shuffled
+    order, so that background load on a shared machine and any after-effect of one mode on the
+    next hit them alike. Two statistics: the ratio of medians, and the median of the per-round
+    ratios (each recorded run against the plain run of its own round), which drifting load moves
+    less."""
     rt = runtime.build_runtime(runtime.TraceOptions(preset=PRESET, layers=LAYERS, tokens=TOKENS, root=ROOT))
     mods = runtime.import_vendored(ROOT, "cpu")
     start = time.perf_counter()
@@ -70,8 +74,9 @@ def overhead() -> None:
         fn()  # warm-up (wrappers installed once, so any guard change is compiled here)
     for v in times.values():
         v.clear()
+    order = random.Random(0)
     for _ in range(REPEATS):
-        for fn in rounds:
+        for fn in order.sample(rounds, len(rounds)):
             fn()
     med = {m: statistics.median(v) for m, v in times.items()}
     for m, v in times.items():
@@ -82,6 +87,10 @@ def overhead() -> None:
           f"{full.copies.reused} reused")
     print("ratio of medians vs off: " + ", ".join(f"{m} {med[m] / med['off']:.2f}x" for m in times if m != "off")
           + "  (target ≤ 1.3x for the fused path under recording)")
+    paired = {m: statistics.median(t / o for t, o in zip(times[m], times["off"])) for m in times if m != "off"}
+    print("median of per-round ratios: " + ", ".join(f"{m} {r:.2f}x" for m, r in paired.items()))
+    print("ratio of minimums (least disturbed runs): "
+          + ", ".join(f"{m} {min(times[m]) / min(times['off']):.2f}x" for m in times if m != "off"))
     rt.close()
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from annotate.trace.copies import CopyCache, clone
+from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.sourcemap import Statement
 from conftest import ROOT, _need_vendor
 
@@ -86,6 +86,43 @@ def test_forget_and_a_disabled_cache_never_reuse() -> None:
     assert c.take(t) is not first
     off = CopyCache(share=False)
     assert off.take(t) is not off.take(t) and off.reused == 0
+
+
+def test_a_read_only_tensor_method_keeps_the_copies() -> None:
+    c, f, t = CopyCache(), Frame(), torch.arange(4.0)
+    c.entered(f, None, False)
+    c.line(f, None)
+    first = c.take(t)
+    f.current = stmt("one-call")
+    c.line(f, f.current, read_only_call=True)     # e.g. `q = q.view(…)`, checked at its start
+    assert c.take(t) is first
+
+
+def test_reads_only_is_torchs_naming_contract_on_plain_tensors() -> None:
+    t = torch.zeros(2)
+    assert reads_only(t, "view") and reads_only(t, "split")
+    assert not reads_only(t, "add_") and not reads_only(t, "copy_") and not reads_only(t, "add")
+    assert not reads_only(torch.nn.Parameter(t), "view")      # a subclass may override it
+    assert not reads_only(object(), "view")
+
+
+def test_a_view_of_a_copied_tensor_is_a_view_of_its_copy() -> None:
+    c, f = CopyCache(), Frame()
+    qkv = torch.arange(24.0).reshape(4, 6)
+    c.entered(f, None, False)
+    c.line(f, None)
+    copy = c.take(qkv)
+    q, k = qkv.split([4, 2], dim=-1)
+    kq = c.take(k)
+    assert c.derived == 1 and c.taken == 1
+    assert torch.equal(kq, k) and kq.untyped_storage().data_ptr() == copy.untyped_storage().data_ptr()
+    assert kq.stride() == k.stride()
+    assert torch.equal(c.take(q.view(4, 2, 2)), q.view(4, 2, 2)) and c.derived == 2
+    other = c.take(qkv.view(torch.int32))                   # another dtype: its own copy
+    assert c.taken == 2 and torch.equal(other, qkv.view(torch.int32))
+    c.forget()
+    c.take(k)
+    assert c.taken == 3                                    # after a possible write: copied again
 
 
 def test_clone_is_a_copy_and_detaches() -> None:

@@ -43,6 +43,8 @@ def test_loops_and_nested_calls_are_not_taken_as_quiet(mods) -> None:
     assert model["for layer in self.layers:"].effect == "other"          # iteration runs code
     attn = _by_text(_info(mods["qwen3"].Qwen3Attention.forward, "Qwen3Attention.forward"))
     assert attn["output = self.o_proj(o.flatten(1, -1))"].effect == "other"   # two calls
+    assert attn["if not self.qkv_bias:"].effect == "pure"                     # a truth test
+    assert attn["q = q.view(-1, self.num_heads, self.head_dim)"].method == ("q", "view")
 
 
 def test_effects_of_a_local_function(tmp_path: Path) -> None:
@@ -54,6 +56,9 @@ def test_effects_of_a_local_function(tmp_path: Path) -> None:
                  y)
             x.add_(1)
             c = x + y
+            d = x.view(2, out=y)
+            if not a:
+                pass
             return g(a)
         def g(a):
             return a
@@ -63,6 +68,10 @@ def test_effects_of_a_local_function(tmp_path: Path) -> None:
     info = code_info(ns["f"], "f", tmp_path)
     effects = {s.text: s.effect for s in info.statements.values()}
     assert effects == {"a = x": "pure", "b = (x, y)": "pure", "x.add_(1)": "one-call",
-                       "c = x + y": "other", "return g(a)": "one-call"}
+                       "c = x + y": "other", "d = x.view(2, out=y)": "one-call", "if not a:": "pure",
+                       "pass": "pure", "return g(a)": "one-call"}
+    methods = {s.text: s.method for s in info.statements.values()}
+    assert methods["x.add_(1)"] == ("x", "add_") and methods["d = x.view(2, out=y)"] is None
+    assert methods["return g(a)"] is None
     assert info.statements[4] is info.statements[3]          # a two-line statement is one statement
     assert info.file == "mod.py" and info.params == ("x", "y")

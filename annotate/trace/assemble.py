@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from annotate.trace.kernels import KernelCapture
-from annotate.trace.numerics import distance, summarize
+from annotate.trace.numerics import distance, storage_key, summarize
 from annotate.trace.recorder import RawRecord, Recorder
 from annotate.trace.reference import Identifier, Reference
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, identity_label
@@ -20,14 +20,19 @@ from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, identity_label
 AUTO_SAVE_BYTES = 16 * 2**20
 
 
-def _unique(records: list[RawRecord]) -> dict[int, torch.Tensor]:
-    """The distinct recorded copies (the recorder shares one copy among the records that saw the
-    same, provably unchanged tensor)."""
-    return {id(v.tensor): v.tensor for r in records for v in r.vars}
-
-
 def total_bytes(records: list[RawRecord]) -> int:
-    return sum(t.numel() * t.element_size() for t in _unique(records).values())
+    """Bytes of the distinct recorded copies. The recorder shares one copy among the records that
+    saw the same, provably unchanged tensor, and views of a copied tensor are views of its copy,
+    so this counts storages."""
+    storages = {storage_key(v.tensor): v.tensor.untyped_storage().nbytes() for r in records for v in r.vars}
+    return sum(storages.values())
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a tensor with a storage of its own (safetensors refuses tensors that share memory)."""
+    whole = t.is_contiguous() and t.storage_offset() == 0 and \
+        t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    return t if whole else t.clone(memory_format=torch.contiguous_format)
 
 
 class _PerCopy:
@@ -43,7 +48,7 @@ class _PerCopy:
             key = None
             if self.save:   # the first record that holds this copy names it; later ones point to it
                 key = f"r{rid}/{raw.name}"
-                self.tensors[key] = raw.tensor.cpu()
+                self.tensors[key] = _own(raw.tensor.cpu())
             hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self.ident.identify(raw.tensor)), key)
         return hit
 

@@ -12,7 +12,11 @@ from the code instead: between two recorder events, a copy is kept only when the
 between is known to write to no tensor —
 
 * the rest of a statement with no call at all (`return x`, `if residual is None:`; see
-  `Statement.effect`), or
+  `Statement.effect`),
+* a one-call statement whose call is a torch.Tensor method that by torch's contract writes
+  nothing (`q.view(…)`, `qkv.split(…)`: views, reshapes, dtype conversions; in-place methods end
+  in `_`), checked at run time on the actual receiver, with no torch function or dispatch mode
+  installed that could reroute it, or
 * the part of a one-call statement before or after its call, when that call goes straight to a
   recorded frame or a wrapped compiled function (through nn.Module's call machinery only, with no
   hooks installed anywhere, so that machinery runs nothing else).
@@ -20,6 +24,10 @@ between is known to write to no tensor —
 Anything else — a call into code the recorder does not see, a compiled function (it may write to
 its inputs), an exception — forgets every copy. Copies are keyed by tensor identity; the table
 holds the tensor itself, so its id cannot be handed to another tensor while the entry lives.
+
+A view of a tensor whose copy is still valid (q, k, v split from qkv) is not copied again: its
+copy is the same view of the copy (same strides, same offset from the start), which holds the same
+bytes.
 """
 from __future__ import annotations
 
@@ -27,7 +35,32 @@ from typing import Any
 
 import torch
 
+from annotate.trace.numerics import storage_key
 from annotate.trace.sourcemap import Statement
+
+#: torch.Tensor methods that, by torch's naming contract (in-place methods end in `_`), write no
+#: tensor: views, reshapes and dtype conversions
+READ_ONLY_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "split", "chunk", "unbind", "flatten", "unflatten",
+    "transpose", "permute", "unsqueeze", "squeeze", "expand", "expand_as", "narrow", "select",
+    "contiguous", "float", "half", "bfloat16", "double", "to", "type_as", "t",
+})
+
+
+def contract_holds() -> bool:
+    """No torch function mode or dispatch mode is installed: a Tensor method then runs torch's own
+    implementation (a mode could reroute it to arbitrary code)."""
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+        return not torch._C._is_torch_function_mode_enabled() and _get_current_dispatch_mode() is None
+    except (AttributeError, ImportError):
+        return False
+
+
+def reads_only(receiver: object, method: str) -> bool:
+    """`receiver.method(…)` is a torch.Tensor method that writes nothing (a subclass could override it)."""
+    return type(receiver) is torch.Tensor and method in READ_ONLY_METHODS
 
 
 def clone(t: torch.Tensor) -> torch.Tensor:
@@ -45,9 +78,11 @@ class CopyCache:
     def __init__(self, share: bool = True) -> None:
         self.share = share
         self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._storages: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self._last: tuple[str, Any] = ("opaque", None)
         self.taken = 0
         self.reused = 0
+        self.derived = 0
 
     def take(self, t: torch.Tensor) -> torch.Tensor:
         """The copy of `t` as it is now: reused if one was taken since the last possible write."""
@@ -55,33 +90,59 @@ class CopyCache:
         if hit is not None and hit[0] is t:
             self.reused += 1
             return hit[1]
-        copy = clone(t)
-        self.taken += 1
-        if self.share:
-            self._copies[id(t)] = (t, copy)
+        if not self.share:
+            self.taken += 1
+            return clone(t)
+        copy = self._view_of_copy(t) if self._storages else None
+        if copy is None:
+            copy = clone(t)
+            self.taken += 1
+            if t.is_contiguous():
+                self._storages[storage_key(t)] = (t, copy)
+        else:
+            self.derived += 1
+        self._copies[id(t)] = (t, copy)
         return copy
+
+    def _view_of_copy(self, t: torch.Tensor) -> torch.Tensor | None:
+        """`t` seen through the copy of a contiguous tensor of the same storage that covers it."""
+        hit = self._storages.get(storage_key(t))
+        if hit is None:
+            return None
+        base, copy = hit
+        if base.dtype != t.dtype or t.numel() == 0:
+            return None
+        start = t.storage_offset() - base.storage_offset()
+        last = start + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        if start < 0 or last >= base.numel() or any(st < 0 for st in t.stride()):
+            return None
+        return copy.as_strided(t.shape, t.stride(), copy.storage_offset() + start)
 
     def forget(self) -> None:
         """Something the recorder cannot see ran: no copy may be reused."""
         self._copies.clear()
+        self._storages.clear()
         self._last = ("opaque", None)
 
     # ------------------------------------------------------------ recorder events
 
-    def line(self, frame: Any, finished: Statement | None) -> None:
+    def line(self, frame: Any, finished: Statement | None, read_only_call: bool = False) -> None:
         """A new statement starts in `frame` (or the frame returns); `finished` is the statement
-        that just completed there (None at the first line). Call before recording `finished`."""
+        that just completed there (None at the first line). `read_only_call`: its one call was
+        found (at its start) to be a Tensor method that writes nothing. Call before recording
+        `finished`."""
         kind, who = self._last
         if who is not frame:
             quiet = False
         elif finished is None:
             quiet = kind == "entry"                      # nothing runs between entry and first line
-        elif kind == "line":
-            quiet = finished.effect == "pure"            # the whole statement ran since
+        elif kind == "line":                             # the whole statement ran since
+            quiet = finished.effect == "pure" or (read_only_call and finished.effect == "one-call")
         else:
             quiet = kind == "returned" and finished.effect == "one-call"   # only its tail ran since
         if not quiet:
             self._copies.clear()
+            self._storages.clear()
         self._last = ("line", frame)
 
     def entered(self, frame: Any, caller: Any, direct: bool) -> None:
@@ -92,6 +153,7 @@ class CopyCache:
         quiet = direct and who is caller and kind == "line" and stmt is not None and stmt.effect == "one-call"
         if not quiet:
             self._copies.clear()
+            self._storages.clear()
         self._last = ("entry", frame)
 
     def returned(self, caller: Any, direct: bool) -> None:
@@ -101,4 +163,4 @@ class CopyCache:
     def clear(self) -> None:
         """Start afresh (a new recording, or a replay)."""
         self.forget()
-        self.taken = self.reused = 0
+        self.taken = self.reused = self.derived = 0

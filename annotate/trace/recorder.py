@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from annotate.trace.copies import CopyCache, clone
+from annotate.trace.copies import CopyCache, clone, contract_holds, reads_only
+from annotate.trace.graphs import GraphCounter
 from annotate.trace.numerics import Distance, distance, storage_key
 from annotate.trace.sourcemap import CodeInfo, Statement, code_info
 
@@ -92,7 +93,7 @@ class CompiledCheck:
     outputs: list[tuple[str, Distance]]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Frame:
     """Per-frame state of the line tracer."""
 
@@ -104,6 +105,7 @@ class _Frame:
     owner: Any = None                  # the frame's `self` (a module), if any
     frame: FrameType | None = None
     current: Statement | None = None
+    read_only_call: bool = False       # `current`'s one call is a Tensor method that writes nothing
     hits: dict[tuple[int, int | None], int] = field(default_factory=dict)
 
 
@@ -175,6 +177,10 @@ def _hooks_free(model: torch.nn.Module) -> bool:
         all(getattr(m, "_compiled_call_impl", None) is None for m in model.modules())
 
 
+#: set the trace function aside while the compiled-call wrapper does its bookkeeping (see `_wrapper`)
+_SUSPEND = sys.version_info < (3, 12)
+
+
 #: nn.Module's call machinery: frames a call passes through between a caller and its forward
 _MODULE_CALL = frozenset(id(f.__code__) for f in (torch.nn.Module._wrapped_call_impl, torch.nn.Module._call_impl))
 
@@ -220,6 +226,7 @@ class Recorder:
             **{id(c): (i, "replay") for c, i in self.bodies.items()},
             **{id(c): (i, "traced") for c, i in self.traced.items()}}
         self.names = {id(m): n for n, m in model.named_modules()}
+        self._where: dict[int, tuple[str | None, int | None]] = {}   # id(module) -> (name, layer)
         self.records: list[RawRecord] = []
         #: finished statements and entries as the forward produced them (see `_materialize`)
         self._raw: list[tuple[_Frame, Statement | None, list[RawVar], dict[str, Any], Any, tuple[int, int, int]]] = []
@@ -233,7 +240,9 @@ class Recorder:
         self.escapes: dict[str, int] = {}
         self.active = False
         self.copies = CopyCache()
+        self.graphs = GraphCounter()
         self._direct_calls = False   # set per recording: whether module calls can be seen through
+        self._contract = False       # set per recording: whether Tensor methods run torch's own code
         self.replay_stack: list[_Replay] = []
         self.frames: list[_Frame] = []
         self.calls: dict[tuple[str, str | None], int] = {}
@@ -263,34 +272,75 @@ class Recorder:
         self._installed.clear()
 
     def _wrapper(self, module: torch.nn.Module, attr: str, qual: str, compiled: Callable) -> Callable:
-        """Call the compiled function; when recording, also replay its body eagerly on cloned inputs."""
+        """Call the compiled function; when recording, also keep what its eager replay needs.
+
+        The wrapper is called by the traced program, so Python code in it would itself run traced
+        (every call and line through the interpreter's tracing path). On Python ≤ 3.11 it runs
+        with the trace function set aside, as the trace callbacks do. The compiled call itself runs
+        traced, so that an eager fallback shows up as a frame of the original body, until Inductor's
+        own count of graph runs has proved itself for that function (`graphs.py`); from then on it
+        runs untraced too (Dynamo's and Inductor's Python wrappers cost ~0.6 ms per 4-layer
+        forward under the tracer), and a call that ran no compiled graph is the escape. From 3.12
+        on each `sys.settrace` re-instruments code, so the tracer is left on there."""
         orig = self.originals[qual]
 
         def call_compiled(*args: Any) -> Any:
             if not self.active:
                 return compiled(*args)
-            caller = self.frames[-1] if self.frames else None
-            direct = caller is not None and self._reaches(sys._getframe(1), caller.frame)
-            copies = self.copies
-            copies.entered(call_compiled, caller, direct)
-            self.compiled_calls[qual] = self.compiled_calls.get(qual, 0) + 1
-            if not self.replay:
-                out = compiled(*args)
-                copies.forget()          # a compiled body may write to its inputs
-                copies.returned(caller, direct)
-                return out
-            where = (caller.owner, caller.module) if caller is not None else (None, None)
-            inputs = [copies.take(a) if isinstance(a, torch.Tensor) else a for a in args]
-            out = compiled(*args)
-            copies.forget()
-            fused = [(n, copies.take(t)) for n, t in _tensors(out, "return")]
-            copies.returned(caller, direct)
-            self._replays.append(_Pending(qual, orig, module, where, inputs, fused, self._order,
-                                          torch.is_inference_mode_enabled()))
+            # inline rather than a context manager: its __enter__ would itself run traced
+            tracer = sys.gettrace()
+            if _SUSPEND:
+                sys.settrace(None)
+            try:
+                ticket = self._before_compiled(call_compiled, qual, orig, module, sys._getframe(1), args)
+                graphs = self.graphs
+                counted = _SUSPEND and graphs.trusted.get(qual, False)
+                if _SUSPEND and not counted:
+                    sys.settrace(tracer)   # let the tracer see an eager fallback
+                runs, escapes = graphs.count(), self.escapes.get(qual, 0)
+                try:
+                    out = compiled(*args)
+                finally:
+                    if _SUSPEND:
+                        sys.settrace(None)
+                ran_graph = graphs.count() > runs
+                if counted and not ran_graph:
+                    self.escapes[qual] = escapes + 1            # no compiled graph ran: eager
+                elif not counted and qual not in graphs.trusted and self.escapes.get(qual, 0) == escapes:
+                    graphs.trusted[qual] = ran_graph and graphs.available   # traced, no eager frame: judge the count
+                self._after_compiled(ticket, out)
+            finally:
+                if _SUSPEND:
+                    sys.settrace(tracer)
             return out
 
         call_compiled.__wrapped__ = compiled  # type: ignore[attr-defined]
         return call_compiled
+
+    def _before_compiled(self, who: Callable, qual: str, orig: Callable, module: torch.nn.Module,
+                         origin: FrameType, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Just before a compiled call: count it, and (with replays) keep copies of its inputs."""
+        caller = self.frames[-1] if self.frames else None
+        direct = caller is not None and self._reaches(origin, caller.frame)
+        self.copies.entered(who, caller, direct)
+        self.compiled_calls[qual] = self.compiled_calls.get(qual, 0) + 1
+        if not self.replay:
+            return (caller, direct, None)
+        take = self.copies.take
+        inputs = [take(a) if isinstance(a, torch.Tensor) else a for a in args]
+        where = (caller.owner, caller.module) if caller is not None else (None, None)
+        return (caller, direct, (qual, orig, module, where, inputs, self._order, torch.is_inference_mode_enabled()))
+
+    def _after_compiled(self, ticket: tuple[Any, ...], out: Any) -> None:
+        """Just after: the body may have written to its inputs, so no earlier copy is reused; with
+        replays, keep the fused outputs for the fused-vs-eager comparison."""
+        caller, direct, pending = ticket
+        self.copies.forget()
+        if pending is not None:
+            qual, orig, module, where, inputs, anchor, inference = pending
+            fused = [(n, self.copies.take(t)) for n, t in _tensors(out, "return")]
+            self._replays.append(_Pending(qual, orig, module, where, inputs, fused, anchor, inference))
+        self.copies.returned(caller, direct)
 
     def _instance_name(self, module: torch.nn.Module, caller: tuple[Any, str | None]) -> str | None:
         """Module name as seen from the traced caller (a shared module, like the rope, gets the
@@ -362,7 +412,9 @@ class Recorder:
         self.install()
         previous = sys.gettrace()
         self._direct_calls = _hooks_free(self.model)
+        self._contract = contract_holds()
         self.copies.clear()
+        self.graphs.start()
         self.active = True
         sys.settrace(self._global_tracer())
         try:
@@ -374,6 +426,7 @@ class Recorder:
             self.active = False
             self._replays.clear()
             self.copies.forget()
+            self.graphs.stop()
 
     def _global_tracer(self) -> Callable:
         """The global trace function: only the chosen code objects get a line tracer.
@@ -410,13 +463,17 @@ class Recorder:
         return frame is not None
 
     def _start_frame(self, frame: FrameType, info: CodeInfo, source: str) -> Callable:
-        owner = frame.f_locals.get("self")
+        f_locals = frame.f_locals   # each read of frame.f_locals syncs the dict again: read it once
+        owner = f_locals.get("self")
         if source == "replay":
             ctx = self.replay_stack[-1]
             module, layer = ctx.module, ctx.layer
         else:
-            module = self.names.get(id(owner)) if owner is not None else None
-            layer = layer_of(module)
+            where = self._where.get(id(owner))
+            if where is None:
+                name = self.names.get(id(owner)) if owner is not None else None
+                where = self._where[id(owner)] = (name, layer_of(name))
+            module, layer = where
         key = (info.qualname, module)
         call = self.calls.get(key, 0)
         self.calls[key] = call + 1
@@ -424,7 +481,7 @@ class Recorder:
         caller = self.frames[-1] if self.frames else None
         self.copies.entered(state, caller, caller is not None and self._reaches(frame.f_back, caller.frame))
         self.frames.append(state)
-        self._record_entry(frame, state)
+        self._record_entry(f_locals, state)
         statements = info.statements
         copies = self.copies
 
@@ -432,12 +489,15 @@ class Recorder:
             if event == "line":
                 stmt = statements.get(frame.f_lineno)
                 if stmt is not None and stmt is not state.current:
-                    copies.line(state, state.current)
+                    copies.line(state, state.current, state.read_only_call)
                     if state.current is not None:
                         self._finish(frame, state, None)
                     state.current = stmt
+                    method = stmt.method
+                    state.read_only_call = method is not None and method[0] != "self" and self._contract \
+                        and reads_only(frame.f_locals.get(method[0]), method[1])
             elif event == "return":
-                copies.line(state, state.current)
+                copies.line(state, state.current, state.read_only_call)
                 if state.current is not None:
                     self._finish(frame, state, arg)
                     state.current = None
@@ -451,12 +511,16 @@ class Recorder:
 
         return local
 
-    def _record_entry(self, frame: FrameType, state: _Frame) -> None:
+    def _record_entry(self, f_locals: dict[str, Any], state: _Frame) -> None:
         """Tensor arguments at entry, recorded on the `def` line."""
-        f_locals = frame.f_locals
         take = self.copies.take
-        vars_ = [RawVar(n, take(t), "argument") for p in state.info.params if p != "self"
-                 for n, t in _tensors(f_locals.get(p), p)]
+        vars_ = []
+        for p in state.info.params:
+            value = f_locals.get(p)
+            if isinstance(value, torch.Tensor):
+                vars_.append(RawVar(p, take(value), "argument"))
+            elif isinstance(value, (tuple, list)) and p != "self":
+                vars_ += [RawVar(n, take(t), "argument") for n, t in _tensors(value, p)]
         self._raw.append((state, None, vars_, f_locals.copy(), None, self._sort_key()))
 
     def _finish(self, frame: FrameType, state: _Frame, retval: Any) -> None:
@@ -466,15 +530,16 @@ class Recorder:
         f_locals = frame.f_locals
         take = self.copies.take
         vars_: list[RawVar] = []
-        taken: set[str] = set()
         for name in stmt.targets:
-            for n, t in _tensors(f_locals.get(name), name):
-                vars_.append(RawVar(n, take(t), "assigned"))
-                taken.add(n)
+            value = f_locals.get(name)
+            if isinstance(value, torch.Tensor):
+                vars_.append(RawVar(name, take(value), "assigned"))
+            elif isinstance(value, (tuple, list)):
+                vars_ += [RawVar(n, take(t), "assigned") for n, t in _tensors(value, name)]
         for name in LIVE:
-            if name not in taken and isinstance(f_locals.get(name), torch.Tensor):
-                vars_.append(RawVar(name, take(f_locals[name]), "live"))
-                taken.add(name)
+            value = f_locals.get(name)
+            if isinstance(value, torch.Tensor) and name not in stmt.targets:
+                vars_.append(RawVar(name, take(value), "live"))
         if stmt.is_return and retval is not None:
             for n, t in _tensors(retval, "return"):
                 vars_.append(RawVar(n, take(t), "return"))

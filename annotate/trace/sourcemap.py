@@ -6,8 +6,10 @@ finished when a line of *another* statement starts, or when the frame returns.
 
 Each statement also gets an `effect`, read off its bytecode, which lets the recorder prove that no
 tensor changed between two of its events (and so reuse a copy instead of taking another):
-"pure" (no call at all: loads, stores, tuple packing, `is None` tests, jumps), "one-call" (exactly
-one call, everything else pure) or "other".
+"pure" (no call at all: loads, stores, tuple packing, `is None` and truth tests, jumps), "one-call"
+(exactly one call, everything else pure) or "other". For a one-call statement whose call is a
+method of a local (`q.view(…)`), `method` names the two, so the recorder can check at run time
+that it is a torch.Tensor method that writes nothing.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class Statement:
     loop_targets: tuple[str, ...]   # names bound by enclosing `for` headers
     text: str
     effect: str = "other"           # "pure" | "one-call" | "other" (see the module docstring)
+    method: tuple[str, str] | None = None   # ("q", "view") for `q = q.view(…)`: the one call's receiver and name
 
 
 @dataclass
@@ -83,6 +86,23 @@ def _targets(stmt: ast.stmt) -> list[str]:
     return []
 
 
+def _method(stmt: ast.stmt) -> tuple[str, str] | None:
+    """(receiver, name) when the statement's only call is `name.method(…)` with no `out=` and no
+    unpacked arguments (their contents would be unknown)."""
+    header = [stmt.test] if isinstance(stmt, (ast.If, ast.While)) else \
+        [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt]
+    calls = [n for h in header for n in ast.walk(h) if isinstance(n, ast.Call)]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg in (None, "out") for k in call.keywords):
+        return None
+    return func.value.id, func.attr
+
+
 _BODIES = ("body", "orelse", "finalbody", "handlers")
 
 
@@ -97,7 +117,7 @@ def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str,
         end = (first_child - 1) if first_child else stmt.end_lineno
         text = " ".join(l.strip() for l in lines[stmt.lineno - 1:end])
         info = Statement(stmt.lineno + offset, end + offset, tuple(_targets(stmt)),
-                         isinstance(stmt, ast.Return), loops, text)
+                         isinstance(stmt, ast.Return), loops, text, method=_method(stmt))
         for line in range(stmt.lineno, end + 1):
             out.setdefault(line + offset, info)
         if inner:
@@ -108,10 +128,11 @@ def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str,
 
 
 #: opcodes that run no code that could write to a tensor: local/constant/global/attribute loads
-#: (attribute reads are taken to have no side effects on tensors: nn.Module.__getattr__ and tensor
-#: properties have none), stores, stack shuffles, tuple building and unpacking (unpacking a tensor
-#: makes views, it writes nothing), `is` tests and jumps. Anything else (calls, operators, iteration,
-#: comparisons, subscripts) may run arbitrary code.
+#: and truth tests (attribute reads and `bool()` are taken to have no side effects on tensors:
+#: nn.Module.__getattr__, tensor properties and Tensor.__bool__ have none), stores, stack
+#: shuffles, tuple building and unpacking (unpacking a tensor makes views, it writes nothing), `is`
+#: tests and jumps. Anything else (calls, operators, iteration, comparisons, subscripts) may run
+#: arbitrary code.
 PURE_OPS = frozenset({
     "NOP", "RESUME", "CACHE", "EXTENDED_ARG", "PUSH_NULL", "PRECALL", "KW_NAMES", "POP_TOP", "COPY", "SWAP",
     "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_CONST", "RETURN_CONST",
@@ -120,6 +141,9 @@ PURE_OPS = frozenset({
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT",
     "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
     "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE",
+    "UNARY_NOT", "TO_BOOL", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
+    "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
 })
 CALL_OPS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
 
