@@ -104,6 +104,8 @@ def test_compiled_paths_ran_compiled(tiny_trace) -> None:
     assert c["ran_compiled"] and c["eager_escapes"] == {}
     assert c["dynamo_first_run"]["unique_graphs"] >= 4 and c["dynamo_while_recording"]["unique_graphs"] == 0
     assert c["recording_changed_output"] is False
+    # later calls were proved compiled by Inductor's graph count, after the tracer vouched for it
+    assert set(c["graph_count_trusted"]) == set(c["compiled_calls"]) and all(c["graph_count_trusted"].values())
 
 
 def test_an_eager_fallback_is_detected() -> None:

@@ -241,6 +241,7 @@ class Recorder:
         self.active = False
         self.copies = CopyCache()
         self.graphs = GraphCounter()
+        self._trusted: dict[str, bool] = {}
         self._direct_calls = False   # set per recording: whether module calls can be seen through
         self._contract = False       # set per recording: whether Tensor methods run torch's own code
         self.replay_stack: list[_Replay] = []
@@ -426,6 +427,7 @@ class Recorder:
             self.active = False
             self._replays.clear()
             self.copies.forget()
+            self._trusted = dict(self.graphs.trusted)
             self.graphs.stop()
 
     def _global_tracer(self) -> Callable:
@@ -620,6 +622,11 @@ class Recorder:
     def code_infos(self) -> list[CodeInfo]:
         """Every function the recorder knows (traced forwards, compiled bodies, helpers)."""
         return list(self.traced.values()) + list(self.bodies.values())
+
+    def graph_count_trusted(self) -> dict[str, bool]:
+        """Per compiled function: whether its later calls were proved compiled by Inductor's graph
+        count (True) or all ran under the tracer (False), as of the last recording."""
+        return {q: bool(self._trusted.get(q, False)) for _, _, q in self.compiled_targets}
 
     def ran_compiled(self) -> bool:
         """Every compiled body was called and none of them ever ran its original bytecode outside a replay."""

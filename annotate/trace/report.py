@@ -56,6 +56,12 @@ def numbers(payload: dict[str, Any]) -> list[str]:
                f"(compiled calls {sum(c['compiled_calls'].values())}, eager escapes {sum(c['eager_escapes'].values())}, "
                f"new graphs compiled while recording {c['dynamo_while_recording']['unique_graphs']}, "
                f"recording changed the output: {'yes' if c['recording_changed_output'] else 'no'})")
+    trusted = c.get("graph_count_trusted", {})
+    if trusted:
+        by_count = sorted(q for q, ok in trusted.items() if ok)
+        out.append("  proved by: the tracer (no frame of an original body outside a replay)"
+                   + (f"; after each function's first call, Inductor's graph count ({len(by_count)} of "
+                      f"{len(trusted)} functions)" if by_count else ""))
     out.append(f"attention: {meta['attention']}; kernels captured: {len(payload['kernels'])} modules")
     for flag in payload["flags"]:
         out.append(f"FLAG [{flag['kind']}] {flag['message']}")
