@@ -421,6 +421,7 @@ class Recorder:
         try:
             yield
             self._run_replays()
+            sys.settrace(previous)   # what follows is bookkeeping: it need not run traced
             self._materialize()
         finally:
             sys.settrace(previous)

@@ -5,19 +5,44 @@ flash_attn_with_kvcache`. flash_attn is CUDA-only and has no wheel here, so when
 `import flash_attn` fails, a module with the same two functions and call signatures is put in
 `sys.modules`. The backend that actually ran is reported by `attention_backend()` and ends up in the
 trace metadata, so a reader always knows which attention produced the values.
+
+The two functions run as opaque as the C extension they stand in for: a line tracer (the
+recorder's) is set aside while they run, so their Python does not run traced (Python ≤ 3.11).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.machinery
 import sys
 import types
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
 
 SHIM_NAME = "sdpa-shim"
 _MARK = "__annotate_shim__"
+
+
+def _opaque(fn: Callable) -> Callable:
+    """Run `fn` with any trace function set aside, as a C extension runs (from Python 3.12 on each
+    `sys.settrace` re-instruments code, so there it is left as it is)."""
+    if sys.version_info >= (3, 12):
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        tracer = sys.gettrace()
+        if tracer is None:
+            return fn(*args, **kwargs)
+        sys.settrace(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            sys.settrace(tracer)
+
+    return call
 
 
 def _unsupported(**options: object) -> None:
@@ -49,6 +74,7 @@ def _paged(cache: torch.Tensor, blocks: torch.Tensor, length: int) -> torch.Tens
     return cache[blocks.long()].reshape(-1, *cache.shape[2:])[:length]
 
 
+@_opaque
 def flash_attn_varlen_func(
     q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
     softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
@@ -70,6 +96,7 @@ def flash_attn_varlen_func(
     return torch.cat(outs, dim=0)
 
 
+@_opaque
 def flash_attn_with_kvcache(
     q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
     cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
