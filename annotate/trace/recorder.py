@@ -155,6 +155,12 @@ def _tensors(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
     return []
 
 
+def _watch_list(stmt: Statement) -> tuple[tuple[str, str], ...]:
+    """(name, role) to look up after `stmt`: its targets, then `hidden_states` / `residual` when
+    it does not assign them."""
+    return tuple((n, "assigned") for n in stmt.targets) + tuple((n, "live") for n in LIVE if n not in stmt.targets)
+
+
 def _same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     """Names whose tensor has the same pointer, shape and strides as another member's."""
     by_view: dict[tuple, list[str]] = {}
@@ -227,6 +233,7 @@ class Recorder:
             **{id(c): (i, "traced") for c, i in self.traced.items()}}
         self.names = {id(m): n for n, m in model.named_modules()}
         self._where: dict[int, tuple[str | None, int | None]] = {}   # id(module) -> (name, layer)
+        self._watch: dict[int, tuple[Statement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
         self.records: list[RawRecord] = []
         #: finished statements and entries as the forward produced them (see `_materialize`)
         self._raw: list[tuple[_Frame, Statement | None, list[RawVar], dict[str, Any], Any, tuple[int, int, int]]] = []
@@ -521,33 +528,37 @@ class Recorder:
         for p in state.info.params:
             value = f_locals.get(p)
             if isinstance(value, torch.Tensor):
-                vars_.append(RawVar(p, take(value), "argument"))
+                vars_.append((p, take(value), "argument"))
             elif isinstance(value, (tuple, list)) and p != "self":
-                vars_ += [RawVar(n, take(t), "argument") for n, t in _tensors(value, p)]
+                vars_ += [(n, take(t), "argument") for n, t in _tensors(value, p)]
         self._raw.append((state, None, vars_, f_locals.copy(), None, self._sort_key()))
 
     def _finish(self, frame: FrameType, state: _Frame, retval: Any) -> None:
-        """The statement `state.current` has completed: clone what it assigned (and the live pair)."""
+        """The statement `state.current` has completed: copy what it assigned (and the live pair).
+
+        This runs after every statement of the recorded forward, so it only takes the copies and
+        keeps plain tuples; records are built after the forward (`_materialize`)."""
         stmt = state.current
-        assert stmt is not None
         f_locals = frame.f_locals
         take = self.copies.take
-        vars_: list[RawVar] = []
-        for name in stmt.targets:
+        vars_ = []
+        watch = self._watch.get(id(stmt))
+        if watch is None or watch[0] is not stmt:   # per statement, once: this runs after every one
+            watch = self._watch[id(stmt)] = (stmt, _watch_list(stmt))
+        for name, role in watch[1]:
             value = f_locals.get(name)
             if isinstance(value, torch.Tensor):
-                vars_.append(RawVar(name, take(value), "assigned"))
-            elif isinstance(value, (tuple, list)):
-                vars_ += [RawVar(n, take(t), "assigned") for n, t in _tensors(value, name)]
-        for name in LIVE:
-            value = f_locals.get(name)
-            if isinstance(value, torch.Tensor) and name not in stmt.targets:
-                vars_.append(RawVar(name, take(value), "live"))
-        if stmt.is_return and retval is not None:
-            for n, t in _tensors(retval, "return"):
-                vars_.append(RawVar(n, take(t), "return"))
-        self._raw.append((state, stmt, vars_, f_locals.copy(), retval if stmt.is_return else None,
-                          self._sort_key()))
+                vars_.append((name, take(value), role))
+            elif role == "assigned" and isinstance(value, (tuple, list)):
+                vars_ += [(n, take(t), role) for n, t in _tensors(value, name)]
+        if retval is not None and stmt.is_return:
+            vars_ += [(n, take(t), "return") for n, t in _tensors(retval, "return")]
+        if self._anchor is None:   # `_sort_key`, inlined
+            self._order += 1
+            key = (self._order - 1, 1, 0)
+        else:
+            key = self._sort_key()
+        self._raw.append((state, stmt, vars_, f_locals.copy(), retval if stmt.is_return else None, key))
 
     def _sort_key(self) -> tuple[int, int, int]:
         """Where a record goes in the final order: in event order, except that a deferred replay's
@@ -565,8 +576,9 @@ class Recorder:
         frame's locals; layers, hit counts and aliasing are worked out here. Aliasing from the
         snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
         its memory handed to another tensor) before this runs."""
-        for state, stmt, vars_, f_locals, retval, key in self._raw:
+        for state, stmt, raw_vars, f_locals, retval, key in self._raw:
             info = state.info
+            vars_ = [RawVar(n, t, role) for n, t, role in raw_vars]
             if stmt is None:
                 line, end, kind, text, layer, hit = info.def_line, info.def_line, "entry", "", state.layer, 0
             else:
