@@ -6,7 +6,10 @@ Same process, same compiled model, qwen3-0.6b shape cut to 4 layers, 32 tokens, 
   full    line recorder + clones of every compiled call's inputs/outputs; "fwd" is the forward
           itself (the fused path under recording), "total" adds the eager replays of the compiled
           bodies, which the recorder runs right after the forward
-Ratios are of medians (fused-vs-eager distances and summaries are computed later, in `identify`). Then one full `annotate trace` in a fresh process and its time breakdown.
+Printed: the ratio of medians, the median of per-round ratios (each recorded run against the plain
+run of its own round) and the ratio of minimums; on a shared machine the three bracket the cost.
+Fused-vs-eager distances and summaries are computed later, in `identify`. Then one full
+`annotate trace` in a fresh process and its time breakdown.
 Benchmarks print; they never assert timing.
 """
 from __future__ import annotations
