@@ -5,7 +5,7 @@ import re
 
 from annotate.pages.tracefmt import human_bytes, identity_text, nbytes, num, sup_label
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.values import ValuesPanel, brief
+from annotate.pages.values import ValuesPanel, brief, unchanged_html
 
 from values_fixtures import compare_golden, mini, mini_set
 
@@ -111,3 +111,20 @@ def test_golden_panels() -> None:
     panel = ValuesPanel(mini_set("bf16", "f32"))
     compare_golden("values/qwen3-L156.html", panel.line_html(QWEN3, 156) + "\n")
     compare_golden("values/layernorm-L36.html", panel.line_html(LAYERNORM, 36) + "\n")
+
+
+def test_a_reused_copy_reads_unchanged_since_the_line_that_took_it(tiny_trace) -> None:
+    """In the real tiny trace: `hidden_states` is live through `q, k, v = qkv.split(…)` (a Tensor method
+    that writes nothing), so the recorder reused the copy taken after `qkv = self.qkv_proj(…)`."""
+    t = tiny_trace.trace
+    fn = "Qwen3Attention.forward"
+    line = {s["text"].split("(")[0]: s["line"] for s in t.function(fn)["statements"]}
+    split = next(r for r in t.records if r.function == fn and r.layer == 0 and "qkv.split(" in r.text)
+    hs = split.var("hidden_states")
+    first = t.record(hs.same_copy_as["record"])
+    assert first.line == line["qkv = self.qkv_proj"] and hs.same_copy_as["var"] == "hidden_states"
+    assert hs.tensor is not None and hs.tensor == first.var("hidden_states").tensor   # one copy, stored once
+    assert f"unchanged since L{first.line}" in unchanged_html(t, split, hs)
+    qkv_line = next(r for r in t.records if r.function == fn and r.layer == 0 and "self.qkv_proj(" in r.text)
+    assert qkv_line.var("hidden_states").same_copy_as is None              # after an opaque call: a new copy
+    assert unchanged_html(t, qkv_line, qkv_line.var("hidden_states")) == ""

@@ -45,7 +45,8 @@ def cut(payload: dict[str, Any]) -> dict[str, Any]:
     records = []
     for old in ids:
         r = dict(payload["records"][old], id=new[old], text="")
-        r["vars"] = [dict(v, identity=_short(v.get("identity"))) for v in r["vars"]]
+        r["vars"] = [dict(v, identity=_short(v.get("identity")), same_copy_as=_renumbered(v.get("same_copy_as"), new))
+                     for v in r["vars"]]
         records.append(r)
     math = [dict(m, matched_by=[dict(x, record=new[x["record"]]) for x in m.get("matched_by", []) if x["record"] in new])
             for m in payload["math"]]
@@ -59,6 +60,11 @@ def cut(payload: dict[str, Any]) -> dict[str, Any]:
     meta = dict(payload["meta"], created="2026-01-01T00:00:00+00:00", device_name="TEST CPU")
     return dict(payload, meta=meta, functions=functions, records=records, math=math, flags=flags, summary=summary,
                 kernels=kernels)
+
+
+def _renumbered(same: dict[str, Any] | None, new: dict[int, int]) -> dict[str, Any] | None:
+    """A `same_copy_as` pointing into the kept records, renumbered (dropped if its record is cut)."""
+    return dict(same, record=new[same["record"]]) if same and same["record"] in new else None
 
 
 def _short(identity: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -169,7 +169,7 @@ def record_html(trace: Trace, rec: LineRecord, several: bool) -> str:
     if several:
         tags.append(f"<span>call {rec.call} · pass {rec.hit + 1}</span>")
     head = f'<div class="an-rec-head">{" ".join(tags)}</div>'
-    vars_html = "".join(var_html(v) for v in shown_vars(rec))
+    vars_html = "".join(var_html(v, unchanged_html(trace, rec, v)) for v in shown_vars(rec))
     return (f'<div class="an-rec" data-record="{rec.id}">{head}{vars_html}'
             f'{fused_html(trace, rec)}{warnings_html(trace, rec)}</div>')
 
@@ -181,7 +181,23 @@ def shown_vars(rec: LineRecord) -> list[VarRecord]:
     return sorted(keep, key=lambda v: ROLE_ORDER.get(v.role, 9))
 
 
-def var_html(v: VarRecord) -> str:
+def unchanged_html(trace: Trace, rec: LineRecord, v: VarRecord) -> str:
+    """Where an earlier record holds the very same copy: the value is proved unchanged since then."""
+    same = v.same_copy_as
+    if not same or same.get("record") == rec.id or not 0 <= same.get("record", -1) < len(trace.records):
+        return ""
+    first = trace.record(same["record"])
+    title = ("the recorder reused the copy it took there: no code that could write to this tensor ran "
+             "in between (proved from the code, not found by comparing values)")
+    if (first.function, first.module, first.call) == (rec.function, rec.module, rec.call):
+        text = f"自 L{first.line} 起未变 unchanged since L{first.line}"
+    else:
+        where = first.module or first.function
+        text = f"= <code>{esc(same.get('var', ''))}</code> @ {esc(where)} L{first.line}（同一份拷贝 same copy）"
+    return f'<span class="an-same" title="{esc(title)}">{text}</span>'
+
+
+def var_html(v: VarRecord, unchanged: str = "") -> str:
     """One tensor: name ≡ math (distance); shape, dtype, norm, mean, absmax, first values."""
     m = v.matched
     data = f' data-key="{esc(m["key"])}" data-layer="{m["layer"]}"' if m and v.identity.get("status") == "match" else ""
@@ -190,7 +206,7 @@ def var_html(v: VarRecord) -> str:
     status = v.identity.get("status", "no candidate").replace(" ", "-")
     head = (f'<div class="an-var-head"><code class="an-var-name">{esc(v.name)}</code>'
             f'<span class="an-role">{esc(role)}</span>'
-            f'<span class="an-id an-{status}"{data}>≡ {esc(identity_text(v.identity))}</span></div>')
+            f'<span class="an-id an-{status}"{data}>≡ {esc(identity_text(v.identity))}</span>{unchanged}</div>')
     first = ", ".join(num(x, 4) for x in v.head)
     stats = (f'<div class="an-stats"><span>{esc(list(v.shape))} {esc(v.dtype)}</span>'
              f'<span>‖·‖₂ = {num(v.norm)}</span><span>mean {num(v.mean, 3)}</span>'

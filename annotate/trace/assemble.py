@@ -36,30 +36,34 @@ def _own(t: torch.Tensor) -> torch.Tensor:
 
 
 class _PerCopy:
-    """Summary, identity and tensor key worked out once per distinct copy."""
+    """Summary, identity and tensor key worked out once per distinct copy, and who held it first."""
 
     def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor]) -> None:
         self.ident, self.save, self.tensors = ident, save, tensors
-        self._done: dict[int, tuple[Any, dict[str, Any], str | None]] = {}
+        self._done: dict[int, tuple[Any, dict[str, Any], str | None, dict[str, Any]]] = {}
 
-    def __call__(self, rid: int, raw: Any) -> tuple[Any, dict[str, Any], str | None]:
+    def __call__(self, rid: int, raw: Any) -> tuple[Any, dict[str, Any], str | None, dict[str, Any]]:
         hit = self._done.get(id(raw.tensor))
         if hit is None:
             key = None
             if self.save:   # the first record that holds this copy names it; later ones point to it
                 key = f"r{rid}/{raw.name}"
                 self.tensors[key] = _own(raw.tensor.cpu())
-            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self.ident.identify(raw.tensor)), key)
+            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self.ident.identify(raw.tensor)), key,
+                                                {"record": rid, "var": raw.name})
         return hit
 
 
-def _var_payload(raw: Any, done: tuple[Any, dict[str, Any], str | None], aliases: list[Any]) -> dict[str, Any]:
-    s, identity, key = done
+def _var_payload(rid: int, raw: Any, done: tuple[Any, dict[str, Any], str | None, dict[str, Any]],
+                 aliases: list[Any]) -> dict[str, Any]:
+    s, identity, key, first = done
     group = next((g for g in aliases if raw.name in g.names), None)
     return {"name": raw.name, "role": raw.role, "shape": list(s.shape), "dtype": s.dtype, "norm": s.norm,
             "mean": s.mean, "absmax": s.absmax, "head": list(s.head), "tensor": key, "identity": identity,
             "aliases": [n for n in group.names if n != raw.name] if group else [],
-            "same_memory": [n for n in group.same if n != raw.name] if group and raw.name in group.same else []}
+            "same_memory": [n for n in group.same if n != raw.name] if group and raw.name in group.same else [],
+            # the recorder reused this copy: proved unchanged since that (earlier) record took it
+            "same_copy_as": first if first["record"] != rid else None}
 
 
 def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
@@ -69,7 +73,7 @@ def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[
     per_copy = _PerCopy(ident, save, tensors)
     out = []
     for rid, r in enumerate(rec.records):
-        vars_ = [_var_payload(v, per_copy(rid, v), r.aliases) for v in r.vars]
+        vars_ = [_var_payload(rid, v, per_copy(rid, v), r.aliases) for v in r.vars]
         out.append({"id": rid, "function": r.function, "file": r.file, "line": r.line, "end_line": r.end_line,
                     "kind": r.kind, "source": r.source, "layer": r.layer, "module": r.module, "call": r.call,
                     "hit": r.hit, "order": r.order, "text": r.text, "vars": vars_,

@@ -68,6 +68,7 @@ class VarRecord:
     identity: dict[str, Any]      # {"status": "match"|"no match"|"no candidate", "matches": [...], "nearest": ...}
     aliases: list[str] = field(default_factory=list)       # other names sharing its storage
     same_memory: list[str] = field(default_factory=list)   # other names that are literally the same tensor
+    same_copy_as: dict[str, Any] | None = None   # {"record", "var"}: an earlier record holding the same copy
 
     @property
     def matched(self) -> dict[str, Any] | None:
@@ -214,7 +215,7 @@ class Trace:
 def _var(d: dict[str, Any]) -> VarRecord:
     return VarRecord(d["name"], d["role"], d["shape"], d["dtype"], d["norm"], d["mean"], d["absmax"], d["head"],
                      d.get("tensor"), d.get("identity") or {"status": "no candidate"},
-                     d.get("aliases", []), d.get("same_memory", []))
+                     d.get("aliases", []), d.get("same_memory", []), d.get("same_copy_as"))
 
 
 def _record(d: dict[str, Any]) -> LineRecord:
