@@ -77,6 +77,23 @@ def test_notes_read_without_hovering_on_a_phone(visit: Visit) -> None:
     assert visit.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
+@pytest.mark.parametrize("visit", [PHONE], indirect=True, ids=["phone"])
+def test_a_wrapped_line_continues_deeper_than_its_indentation_on_a_phone(visit: Visit) -> None:
+    """A long indented line wraps inside its row, and its second visual line starts to the right of
+    where its code starts (a hanging indent), so it does not read as a new, shallower statement."""
+    visit.open(QWEN3)
+    row = visit.page.locator(".an-row", has_text="qkv.split(").first
+    shape = row.locator(".an-code").evaluate("""el => {
+        const first = el.querySelector('span').getBoundingClientRect();
+        const rects = [...el.querySelectorAll('span')].flatMap(s => [...s.getClientRects()]);
+        const later = rects.filter(r => r.top > first.top + first.height / 2);
+        return {start: first.left, lines: new Set(rects.map(r => Math.round(r.top))).size,
+                next: later.length ? Math.min(...later.map(r => r.left)) : null}; }""")
+    assert shape["lines"] >= 2 and shape["next"] is not None, shape
+    assert shape["next"] > shape["start"] + 2, shape
+    assert visit.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
 def test_index_reference_lands_on_the_highlighted_line(visit: Visit) -> None:
     visit.open("index.html")
     visit.page.click("a[href$='layernorm.py.html#L36']")

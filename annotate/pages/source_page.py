@@ -164,9 +164,12 @@ def row(page: PageInput, number: int, line_html: str, marks: tuple[int, ...] = (
     attrs = f' data-upstream="{upstream}"' if upstream else f' title="{html.escape(LOCAL_ONLY)}"'
     mark = "".join(f'<a class="an-mark" href="#note-{i}" aria-label="note {i}" title="注释 note {i}">✎</a>'
                    for i in marks)
+    # the line's own indentation, for the hanging indent of a line wrapped on a phone (see annotate.css)
+    indent = len(line_html) - len(line_html.lstrip(" "))
+    style = f' style="--ind:{indent}ch"' if indent else ""
     return (f'<div class="{classes}" id="L{number}" data-line="{number}"{attrs}>'
             f'<a class="an-ln" href="#L{number}" aria-label="line {number}">{number}</a>'
-            f'<code class="an-code">{line_html or " "}{mark}</code></div>')
+            f'<code class="an-code"{style}>{line_html or " "}{mark}</code></div>')
 
 
 def _cards_by_slot(page: PageInput) -> dict[tuple[int, str], list[str]]:
