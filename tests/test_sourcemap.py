@@ -75,3 +75,35 @@ def test_effects_of_a_local_function(tmp_path: Path) -> None:
     assert methods["return g(a)"] is None
     assert info.statements[4] is info.statements[3]          # a two-line statement is one statement
     assert info.file == "mod.py" and info.params == ("x", "y")
+
+
+def test_recorder_statements_agree_with_the_notes_statements(mods) -> None:
+    """The recorder splits functions into statements with `ast`; notes and pages use tree-sitter
+    (annotate/source.py). Values are shown on the lines notes are pinned to only if both agree, so
+    they must — spans, and the names each statement binds or changes in place — on every function
+    the recorder traces or replays, apart from the two kinds of lines only tree-sitter calls
+    statements: the `def` header and a bare `else:`."""
+    from annotate import source
+    from annotate.trace import runtime
+    from annotate.trace.recorder import unwrap_compiled
+
+    q, ln, act, rope = mods["qwen3"], mods["layernorm"], mods["activation"], mods["rotary"]
+    functions = {
+        "Qwen3Model.forward": q.Qwen3Model.forward, "Qwen3DecoderLayer.forward": q.Qwen3DecoderLayer.forward,
+        "Qwen3Attention.forward": q.Qwen3Attention.forward, "Qwen3MLP.forward": q.Qwen3MLP.forward,
+        "RMSNorm.forward": ln.RMSNorm.forward, "RMSNorm.rms_forward": unwrap_compiled(ln.RMSNorm, "rms_forward"),
+        "RMSNorm.add_rms_forward": unwrap_compiled(ln.RMSNorm, "add_rms_forward"),
+        "SiluAndMul.forward": unwrap_compiled(act.SiluAndMul, "forward"),
+        "RotaryEmbedding.forward": unwrap_compiled(rope.RotaryEmbedding, "forward"),
+        "apply_rotary_emb": rope.apply_rotary_emb,
+    }
+    root = runtime.vendor_root(ROOT)
+    for qual, fn in functions.items():
+        info = code_info(fn, qual, root)
+        tree = source.load(root / info.file, info.file)
+        lines = tree.lines
+        ours = sorted({(s.start, s.end, tuple(sorted(s.targets))) for s in info.statements.values()})
+        theirs = sorted((s.start_line, s.end_line, tuple(sorted(set(s.targets) | set(s.mutated))))
+                        for s in tree.statements_in(qual)
+                        if s.start_line != tree.symbol(qual).def_line and lines[s.start_line - 1].strip() != "else:")
+        assert ours == theirs, qual
