@@ -108,6 +108,18 @@ def test_compiled_paths_ran_compiled(tiny_trace) -> None:
     assert set(c["graph_count_trusted"]) == set(c["compiled_calls"]) and all(c["graph_count_trusted"].values())
 
 
+def test_copies_are_shared_and_the_report_says_how_many(tiny_trace) -> None:
+    r = tiny_trace.trace.meta["recorder"]
+    assert r["copies_taken"] > 0 and r["copies_reused"] > 0 and r["views_of_copies"] > 0
+    assert f"{r['copies_taken']} taken; {r['copies_reused']} reused" in tiny_trace.stdout
+    t = tiny_trace.trace
+    shared = [(rec, v) for rec in t.records for v in rec.vars if v.same_copy_as]
+    assert shared
+    for rec, v in shared:     # a reused copy was taken earlier, by a record that names it the same way
+        first = t.record(v.same_copy_as["record"])
+        assert first.order < rec.order and first.var(v.same_copy_as["var"]) is not None
+
+
 def test_an_eager_fallback_is_detected() -> None:
     """Negative control: with Dynamo forced eager, the original bodies run and are counted as escapes."""
     _need_vendor()

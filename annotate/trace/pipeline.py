@@ -193,6 +193,8 @@ def _meta(opts: runtime.TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: A
                      "recording_changed_output": not same},
         "reference": {"implementation": f"transformers Qwen3ForCausalLM ({ref.attn_implementation} attention)",
                       "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE},
+        "recorder": {"copies_taken": rec.copy_stats["taken"], "copies_reused": rec.copy_stats["reused"],
+                     "views_of_copies": rec.copy_stats["derived"]},
         "tensors_saved": saved,
         "inputs_key": key,
         "timings": dict(timings),

@@ -249,6 +249,7 @@ class Recorder:
         self.copies = CopyCache()
         self.graphs = GraphCounter()
         self._trusted: dict[str, bool] = {}
+        self.copy_stats = {"taken": 0, "reused": 0, "derived": 0}   # of the last recording, replays included
         self._direct_calls = False   # set per recording: whether module calls can be seen through
         self._contract = False       # set per recording: whether Tensor methods run torch's own code
         self.replay_stack: list[_Replay] = []
@@ -436,6 +437,7 @@ class Recorder:
             self._replays.clear()
             self.copies.forget()
             self._trusted = dict(self.graphs.trusted)
+            self.copy_stats = {"taken": self.copies.taken, "reused": self.copies.reused, "derived": self.copies.derived}
             self.graphs.stop()
 
     def _global_tracer(self) -> Callable:

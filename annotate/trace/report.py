@@ -62,6 +62,10 @@ def numbers(payload: dict[str, Any]) -> list[str]:
         out.append("  proved by: the tracer (no frame of an original body outside a replay)"
                    + (f"; after each function's first call, Inductor's graph count ({len(by_count)} of "
                       f"{len(trusted)} functions)" if by_count else ""))
+    r = meta.get("recorder")
+    if r:
+        out.append(f"copies of recorded tensors: {r['copies_taken']} taken; {r['copies_reused']} reused and "
+                   f"{r['views_of_copies']} made as views of one, where nothing could have written the tensor in between")
     out.append(f"attention: {meta['attention']}; kernels captured: {len(payload['kernels'])} modules")
     for flag in payload["flags"]:
         out.append(f"FLAG [{flag['kind']}] {flag['message']}")
