@@ -14,7 +14,10 @@
   value returned, assigned and passed on is copied once.
 * "Compiled paths ran compiled" is checked, not assumed: the original bodies' code objects are
   watched too, and any frame of theirs outside a replay (i.e. the compiled function fell back to
-  eager) is counted as an escape.
+  eager) is counted as an escape. Once Inductor's own count of graph runs has agreed with that for
+  a function (`graphs.py`), its later calls run untraced and a call that ran no graph is the escape.
+* Everything that can wait — layers, hit counts, aliasing (`aliasing.py`) — is worked out after the
+  forward, from what the hooks kept.
 """
 from __future__ import annotations
 
@@ -28,9 +31,10 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from annotate.trace.aliasing import AliasGroup, alias_groups, tensors as _tensors
 from annotate.trace.copies import CopyCache, clone, contract_holds, reads_only
 from annotate.trace.graphs import GraphCounter
-from annotate.trace.numerics import Distance, distance, storage_key
+from annotate.trace.numerics import Distance, distance
 from annotate.trace.sourcemap import CodeInfo, Statement, code_info
 
 LIVE = ("hidden_states", "residual")
@@ -39,24 +43,12 @@ _LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 
 @dataclass
 class RawVar:
-    """A recorded tensor (a clone, so later in-place updates cannot change it)."""
+    """A recorded tensor: a copy (shared with other records while provably unchanged), so later
+    in-place updates cannot change it."""
 
     name: str
     tensor: torch.Tensor
     role: str            # "assigned", "live", "return", "argument"
-
-
-@dataclass
-class AliasGroup:
-    """Variables whose tensors share one storage.
-
-    `same` lists the names that are literally the same memory (same pointer, shape and strides)
-    as another name in the group — e.g. `residual` and `x` after `residual = x.to(orig_dtype)` in
-    float32, where `.to` returns `x` itself. Views of disjoint slices (q, k, v of qkv) are not.
-    """
-
-    names: list[str]
-    same: list[str]
 
 
 @dataclass
@@ -146,27 +138,10 @@ def unwrap_compiled(cls: type, attr: str) -> Callable:
     return orig
 
 
-def _tensors(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
-    """A tensor, or the tensors of a tuple/list, named `name` / `name[i]`."""
-    if isinstance(value, torch.Tensor):
-        return [(name, value)]
-    if isinstance(value, (tuple, list)):
-        return [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
-    return []
-
-
 def _watch_list(stmt: Statement) -> tuple[tuple[str, str], ...]:
     """(name, role) to look up after `stmt`: its targets, then `hidden_states` / `residual` when
     it does not assign them."""
     return tuple((n, "assigned") for n in stmt.targets) + tuple((n, "live") for n in LIVE if n not in stmt.targets)
-
-
-def _same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
-    """Names whose tensor has the same pointer, shape and strides as another member's."""
-    by_view: dict[tuple, list[str]] = {}
-    for n, t in members:
-        by_view.setdefault((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype), []).append(n)
-    return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
 def _hooks_free(model: torch.nn.Module) -> bool:
@@ -589,34 +564,13 @@ class Recorder:
                     layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
                 hit = state.hits.get((stmt.start, layer), 0)
                 state.hits[(stmt.start, layer)] = hit + 1
-            aliases = self._aliases(f_locals, retval, {v.name for v in vars_})
+            aliases = alias_groups(f_locals, retval, {v.name for v in vars_})
             self.records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
                                           state.module, state.call, hit, 0, text, vars_, aliases, key))
         self._raw.clear()
         self.records.sort(key=lambda r: r.sort_key)
         for i, r in enumerate(self.records):
             r.order = i
-
-    @staticmethod
-    def _aliases(f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> list[AliasGroup]:
-        """Names (locals and return values) sharing storage, in groups touching a recorded name."""
-        groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
-        candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
-        candidates += [(n, t) for k, v in f_locals.items() if isinstance(v, (tuple, list)) and k != "self"
-                       for n, t in _tensors(v, k)]
-        if retval is not None:
-            candidates += _tensors(retval, "return")
-        if len(candidates) < 2:
-            return []
-        for n, t in candidates:
-            if t.numel():
-                groups.setdefault(storage_key(t), []).append((n, t))
-        out = []
-        for members in groups.values():
-            names = sorted(n for n, _ in members)
-            if len(names) > 1 and recorded.intersection(names):
-                out.append(AliasGroup(names, _same_memory(members)))
-        return out
 
     def reset(self) -> None:
         """Forget what was recorded (keep the wrappers): for repeated runs in one process."""

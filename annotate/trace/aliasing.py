@@ -1,0 +1,67 @@
+"""Which recorded names share memory: alias groups, worked out from a frame's locals.
+
+Two names alias when their tensors live in one storage (views: q, k, v split from qkv); they are
+"the same memory" when pointer, shape, strides and dtype agree too (`residual = x.to(x.dtype)`
+returns `x` itself in float32). The recorder keeps each statement's locals by reference and calls
+this once the forward is over; holding the tensors keeps their storages from being reused, so the
+answer is the one that held at the statement.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from annotate.trace.numerics import storage_key
+
+
+@dataclass
+class AliasGroup:
+    """Variables whose tensors share one storage.
+
+    `same` lists the names that are literally the same memory (same pointer, shape and strides)
+    as another name in the group — e.g. `residual` and `x` after `residual = x.to(orig_dtype)` in
+    float32, where `.to` returns `x` itself. Views of disjoint slices (q, k, v of qkv) are not.
+    """
+
+    names: list[str]
+    same: list[str]
+
+
+def tensors(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
+    """A tensor, or the tensors of a tuple/list, named `name` / `name[i]`."""
+    if isinstance(value, torch.Tensor):
+        return [(name, value)]
+    if isinstance(value, (tuple, list)):
+        return [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
+    return []
+
+
+def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
+    """Names whose tensor has the same pointer, shape and strides as another member's."""
+    by_view: dict[tuple, list[str]] = {}
+    for n, t in members:
+        by_view.setdefault((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype), []).append(n)
+    return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
+
+
+def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> list[AliasGroup]:
+    """Names (locals and return values) sharing storage, in groups touching a recorded name."""
+    groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
+    candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
+    candidates += [(n, t) for k, v in f_locals.items() if isinstance(v, (tuple, list)) and k != "self"
+                   for n, t in tensors(v, k)]
+    if retval is not None:
+        candidates += tensors(retval, "return")
+    if len(candidates) < 2:
+        return []
+    for n, t in candidates:
+        if t.numel():
+            groups.setdefault(storage_key(t), []).append((n, t))
+    out = []
+    for members in groups.values():
+        names = sorted(n for n, _ in members)
+        if len(names) > 1 and recorded.intersection(names):
+            out.append(AliasGroup(names, same_memory(members)))
+    return out
