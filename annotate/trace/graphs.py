@@ -46,7 +46,7 @@ class GraphCounter:
         self._debug, self._stack = debug, stack
 
     def stop(self) -> None:
-        """Turn it off again."""
+        """Turn it off again (`trusted` stays: it describes the recording that just ended)."""
         if self._stack is not None:
             self._stack.close()
         self._debug, self._stack = None, None

@@ -223,8 +223,6 @@ class Recorder:
         self.active = False
         self.copies = CopyCache()
         self.graphs = GraphCounter()
-        self._trusted: dict[str, bool] = {}
-        self.copy_stats = {"taken": 0, "reused": 0, "derived": 0}   # of the last recording, replays included
         self._direct_calls = False   # set per recording: whether module calls can be seen through
         self._contract = False       # set per recording: whether Tensor methods run torch's own code
         self.replay_stack: list[_Replay] = []
@@ -410,18 +408,15 @@ class Recorder:
             sys.settrace(previous)
             self.active = False
             self._replays.clear()
-            self.copies.forget()
-            self._trusted = dict(self.graphs.trusted)
-            self.copy_stats = {"taken": self.copies.taken, "reused": self.copies.reused, "derived": self.copies.derived}
-            self.graphs.stop()
+            self.copies.forget()   # (its counts stay: they describe this recording)
+            self.graphs.stop()     # (so does what it trusted)
 
     def _global_tracer(self) -> Callable:
         """The global trace function: only the chosen code objects get a line tracer.
 
-        It runs for every Python call in the forward (nn.Module's machinery, torch.compile's
-        wrappers: ~1,800 calls for 4 layers), so it is a closure over a bound `dict.get` keyed
-        by id(code) — no attribute lookups, no code-object hashing — and does nothing else for
-        frames it does not watch."""
+        It runs for every Python call the traced forward makes (nn.Module's machinery above all),
+        so it is a closure over a bound `dict.get` keyed by id(code) — no attribute lookups, no
+        code-object hashing — and does nothing else for frames it does not watch."""
         watched_get = self._watched.get
 
         def on_call(frame: FrameType, event: str, arg: Any) -> Callable | None:
@@ -595,7 +590,7 @@ class Recorder:
     def graph_count_trusted(self) -> dict[str, bool]:
         """Per compiled function: whether its later calls were proved compiled by Inductor's graph
         count (True) or all ran under the tracer (False), as of the last recording."""
-        return {q: bool(self._trusted.get(q, False)) for _, _, q in self.compiled_targets}
+        return {q: bool(self.graphs.trusted.get(q, False)) for _, _, q in self.compiled_targets}
 
     def ran_compiled(self) -> bool:
         """Every compiled body was called and none of them ever ran its original bytecode outside a replay."""
