@@ -3,7 +3,8 @@
 Unit tests drive the event rules directly; the integration tests record the real compiled tiny
 model twice (copies shared, and every copy fresh) and require every recorded value to be the same
 bytes — in bfloat16 and in float32, where nano-vllm's compiled add_rms_forward writes into its
-input. A negative control shows that comparison would catch a stale shared copy.
+input. A negative control shows that comparison would catch a stale shared copy. (Those tests ask for
+the session traces first, so that the traces are the first to compile the tiny model in this process.)
 """
 from __future__ import annotations
 
@@ -167,7 +168,7 @@ def _stale(a, b) -> list[tuple[str, int, str]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-def test_shared_copies_hold_exactly_what_fresh_copies_hold(dtype: str) -> None:
+def test_shared_copies_hold_exactly_what_fresh_copies_hold(dtype: str, tiny_trace, tiny_trace_f32) -> None:
     _need_vendor()
     shared, fresh = _record(dtype, share=True), _record(dtype, share=False)
     assert _stale(shared, fresh) == []
@@ -176,7 +177,7 @@ def test_shared_copies_hold_exactly_what_fresh_copies_hold(dtype: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_copy_kept_across_a_compiled_call_would_be_caught() -> None:
+def test_a_copy_kept_across_a_compiled_call_would_be_caught(tiny_trace, tiny_trace_f32) -> None:
     """Negative control: if copies were kept across compiled calls (and replays), float32 records
     would show stale values, because the compiled add_rms_forward writes the sum into its input x."""
     _need_vendor()

@@ -288,7 +288,7 @@ class Recorder:
                 ran_graph = graphs.count() > runs
                 if counted and not ran_graph:
                     self.escapes[qual] = escapes + 1            # no compiled graph ran: eager
-                elif not counted and qual not in graphs.trusted and self.escapes.get(qual, 0) == escapes:
+                elif _SUSPEND and not counted and qual not in graphs.trusted and self.escapes.get(qual, 0) == escapes:
                     graphs.trusted[qual] = ran_graph and graphs.available   # traced, no eager frame: judge the count
                 self._after_compiled(ticket, out)
             finally:
