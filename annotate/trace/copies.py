@@ -120,9 +120,13 @@ class CopyCache:
 
     def forget(self) -> None:
         """Something the recorder cannot see ran: no copy may be reused."""
+        self._drop()
+        self._last = ("opaque", None)
+
+    def _drop(self) -> None:
+        """Empty both tables (by tensor and by storage)."""
         self._copies.clear()
         self._storages.clear()
-        self._last = ("opaque", None)
 
     # ------------------------------------------------------------ recorder events
 
@@ -141,8 +145,7 @@ class CopyCache:
         else:
             quiet = kind == "returned" and finished.effect == "one-call"   # only its tail ran since
         if not quiet:
-            self._copies.clear()
-            self._storages.clear()
+            self._drop()
         self._last = ("line", frame)
 
     def entered(self, frame: Any, caller: Any, direct: bool) -> None:
@@ -152,8 +155,7 @@ class CopyCache:
         stmt = getattr(caller, "current", None)
         quiet = direct and who is caller and kind == "line" and stmt is not None and stmt.effect == "one-call"
         if not quiet:
-            self._copies.clear()
-            self._storages.clear()
+            self._drop()
         self._last = ("entry", frame)
 
     def returned(self, caller: Any, direct: bool) -> None:
