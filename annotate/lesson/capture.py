@@ -11,14 +11,7 @@ import sys
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-
-def original(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The function as written, under any ``torch.compile`` wrapper (eager mode leaves none)."""
-    for attr in ("_torchdynamo_orig_callable", "__wrapped__"):
-        inner = getattr(fn, attr, None)
-        if callable(inner):
-            return original(inner)
-    return fn
+from annotate.trace.internals import innermost_callable
 
 
 def _copy(value: Any) -> Any:
@@ -30,7 +23,7 @@ def _copy(value: Any) -> Any:
 @contextlib.contextmanager
 def locals_at_return(*functions: Callable[..., Any]) -> Iterator[dict[str, dict[str, Any]]]:
     """Yield a dict filled, per function ``__qualname__``, with its locals at its last return."""
-    codes = {original(f).__code__: original(f).__qualname__ for f in functions}
+    codes = {innermost_callable(f).__code__: innermost_callable(f).__qualname__ for f in functions}
     seen: dict[str, dict[str, Any]] = {}
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:

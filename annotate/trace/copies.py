@@ -47,17 +47,6 @@ READ_ONLY_METHODS = frozenset({
 })
 
 
-def contract_holds() -> bool:
-    """No torch function mode or dispatch mode is installed: a Tensor method then runs torch's own
-    implementation (a mode could reroute it to arbitrary code)."""
-    try:
-        from torch.utils._python_dispatch import _get_current_dispatch_mode
-
-        return not torch._C._is_torch_function_mode_enabled() and _get_current_dispatch_mode() is None
-    except (AttributeError, ImportError):
-        return False
-
-
 def reads_only(receiver: object, method: str) -> bool:
     """`receiver.method(…)` is a torch.Tensor method that writes nothing (a subclass could override it)."""
     return type(receiver) is torch.Tensor and method in READ_ONLY_METHODS

@@ -1,6 +1,6 @@
 """How many compiled Inductor graphs have run: torch's own execution record, read as a counter.
 
-`torch._inductor.debug.record_and_log_graph_execution_order()` makes every call of a compiled
+Inductor's graph-execution record (see `annotate.trace.internals.graph_record`) makes every call of a compiled
 Inductor graph (C++ on CPU, Triton on GPU) append an entry to a list. A `torch.compile`d call that
 made that count grow ran its compiled graph; one that did not fell back to the Python body.
 
@@ -13,45 +13,31 @@ compiled call runs traced.
 """
 from __future__ import annotations
 
-from contextlib import ExitStack
-from typing import Any
+from annotate.trace.internals import GraphRecord, graph_record
 
 
 class GraphCounter:
     """Counts compiled-graph runs between `start()` and `stop()`."""
 
     def __init__(self) -> None:
-        self._debug: Any = None
-        self._stack: ExitStack | None = None
+        self._record: GraphRecord | None = None
         self.trusted: dict[str, bool] = {}   # per compiled function: did the count prove itself?
 
     @property
     def available(self) -> bool:
-        return self._debug is not None
+        return self._record is not None
 
     def start(self) -> None:
         """Turn torch's execution record on (if this torch has one)."""
         self.trusted = {}
-        try:
-            from torch._inductor import debug
-
-            record = debug.record_and_log_graph_execution_order
-        except (ImportError, AttributeError):
-            return
-        stack = ExitStack()
-        stack.enter_context(record())
-        if not isinstance(getattr(debug, "GRAPH_EXECUTION_ORDER", None), list):
-            stack.close()
-            return
-        self._debug, self._stack = debug, stack
+        self._record = graph_record()
 
     def stop(self) -> None:
         """Turn it off again (`trusted` stays: it describes the recording that just ended)."""
-        if self._stack is not None:
-            self._stack.close()
-        self._debug, self._stack = None, None
+        if self._record is not None:
+            self._record.close()
+        self._record = None
 
     def count(self) -> int:
         """Compiled graphs run since `start()` (0 when unavailable)."""
-        order = self._debug.GRAPH_EXECUTION_ORDER if self._debug is not None else None
-        return len(order) if order is not None else 0
+        return self._record.runs() if self._record is not None else 0

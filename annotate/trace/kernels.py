@@ -14,13 +14,12 @@ import re
 import threading
 from dataclasses import dataclass, field
 
+from annotate.trace.internals import compile_loggers, dynamo_logger
+
 _KERNEL_RE = re.compile(
     r"^(?P<name>\w+)\s*=\s*async_compile\.(?P<kind>cpp_pybinding|cpp|triton)\((?P<args>.*?)'''(?P<src>.*?)'''",
     re.S | re.M,
 )
-_OUTPUT_LOGGER = "torch._inductor.codecache.__output_code"
-_GRAPH_LOGGER = "torch._inductor.graph.__output_code"
-_DYNAMO_LOGGER = "torch._dynamo.convert_frame"
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ class _Handler(logging.Handler):
         elif msg.startswith("Output code:") and record.args:
             self.capture.add(str(record.args[0]))
         elif record.levelno >= logging.WARNING:  # keep Dynamo's own warnings visible
-            logging.getLogger("torch._dynamo").handle(record)
+            dynamo_logger().handle(record)
 
 
 class KernelCapture:
@@ -89,11 +88,10 @@ class KernelCapture:
 
     def install(self) -> None:
         """Route the two loggers to this capture (idempotent)."""
-        for name in (_OUTPUT_LOGGER, _GRAPH_LOGGER, _DYNAMO_LOGGER):
-            log = logging.getLogger(name)
+        for log in compile_loggers():
             if self._handler in log.handlers:
                 continue
-            self._saved[name] = (log.level, log.propagate)
+            self._saved[log.name] = (log.level, log.propagate)
             log.setLevel(logging.DEBUG)
             log.propagate = False
             log.addHandler(self._handler)

@@ -17,7 +17,7 @@ import torch
 
 from annotate.errors import UserError
 from annotate.progress import Progress
-from annotate.trace import assemble, kernels, provenance, runtime, store
+from annotate.trace import assemble, internals, kernels, provenance, runtime, store
 from annotate.trace.recorder import Recorder
 from annotate.trace.reference import TOLERANCE, Identifier, run_reference
 
@@ -88,13 +88,6 @@ def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
             "tool": provenance.tool_hash(), "torch": torch.__version__, "format": store.VERSION}
 
 
-def _dynamo_counts() -> dict[str, int]:
-    from torch._dynamo.utils import counters
-
-    return {"frames_total": int(counters["frames"]["total"]), "frames_ok": int(counters["frames"]["ok"]),
-            "unique_graphs": int(counters["stats"]["unique_graphs"])}
-
-
 def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before.get(k, 0) for k in after}
 
@@ -115,6 +108,7 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
         if not (out / store.JSON_NAME).is_file():
             raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
     store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()))
+    internals.require()
     capture = kernels.capture()
     with progress.step("build", "writing the checkpoint and building the vendored model"):
         rt = runtime.build_runtime(opts)
@@ -130,16 +124,16 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
     root = opts.root
     mods = runtime.import_vendored(root, rt.device.type)
     first_module = len(capture.modules)
-    before = _dynamo_counts()
+    before = internals.dynamo_counts()
     with progress.step("compile", "first prefill: torch.compile (Inductor) of the fused functions"):
         plain = runtime.run_prefill(rt)
-    compiled = _delta(_dynamo_counts(), before)
+    compiled = _delta(internals.dynamo_counts(), before)
     rec = Recorder(rt.model, mods, runtime.vendor_root(root))
-    before = _dynamo_counts()
+    before = internals.dynamo_counts()
     with progress.step("record", "second prefill under the line recorder, replaying compiled bodies eagerly"):
         with rec.recording():
             traced = runtime.run_prefill(rt)
-    while_recording = _delta(_dynamo_counts(), before)
+    while_recording = _delta(internals.dynamo_counts(), before)
     rec.uninstall()
     layers = int(rt.config["num_hidden_layers"])
     with progress.step("reference", "HF transformers Qwen3 on the same checkpoint"):

@@ -7,7 +7,7 @@
 * The compiled bodies (`RMSNorm.rms_forward`, `RMSNorm.add_rms_forward`, `SiluAndMul.forward`,
   `RotaryEmbedding.forward`) are wrapped per instance: the wrapper clones the inputs, calls the
   compiled function unchanged and clones its outputs. When the recorded forward is done, the
-  original Python body (`_torchdynamo_orig_callable`) is replayed eagerly on those clones under the
+  original Python body (`internals.original_callable`) is replayed eagerly on those clones under the
   same line tracer (its records are ordered back at the call), and the fused outputs are compared
   with the eager ones (max |Δ|, max ulps).
 * Copies are shared while a tensor provably has not changed since the last one (`copies.py`): a
@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 from annotate.trace.aliasing import AliasGroup, alias_groups, tensors as _tensors
-from annotate.trace.copies import CopyCache, clone, contract_holds, reads_only
+from annotate.trace import internals
+from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.sourcemap import CodeInfo, Statement, code_info
@@ -131,8 +132,7 @@ def layer_of(module_name: str | None) -> int | None:
 
 def unwrap_compiled(cls: type, attr: str) -> Callable:
     """The original Python function behind a `@torch.compile`d method of `cls`."""
-    fn = cls.__dict__[attr]
-    orig = getattr(fn, "_torchdynamo_orig_callable", None) or getattr(fn, "__wrapped__", None)
+    orig = internals.original_callable(cls.__dict__[attr])
     if orig is None:
         raise RuntimeError(f"{cls.__name__}.{attr} is not a torch.compile'd function")
     return orig
@@ -144,26 +144,12 @@ def _watch_list(stmt: Statement) -> tuple[tuple[str, str], ...]:
     return tuple((n, "assigned") for n in stmt.targets) + tuple((n, "live") for n in LIVE if n not in stmt.targets)
 
 
-def _hooks_free(model: torch.nn.Module) -> bool:
-    """No module hook anywhere (global or on the model's modules) and no module-level compile:
-    then nn.Module's call machinery only passes arguments and results through."""
-    from torch.nn.modules import module as nn_module
-
-    global_hooks = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
-                    "_global_backward_pre_hooks", "_global_forward_hooks_always_called")
-    if any(getattr(nn_module, name, None) for name in global_hooks):
-        return False
-    own = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-    return not any(getattr(m, name, None) for m in model.modules() for name in own) and \
-        all(getattr(m, "_compiled_call_impl", None) is None for m in model.modules())
-
-
 #: set the trace function aside while the compiled-call wrapper does its bookkeeping (see `_wrapper`)
 _SUSPEND = sys.version_info < (3, 12)
 
 
 #: nn.Module's call machinery: frames a call passes through between a caller and its forward
-_MODULE_CALL = frozenset(id(f.__code__) for f in (torch.nn.Module._wrapped_call_impl, torch.nn.Module._call_impl))
+_MODULE_CALL = internals.module_call_codes()
 
 
 class Recorder:
@@ -393,8 +379,10 @@ class Recorder:
         """Trace and replay while the block runs; compiled functions still run compiled."""
         self.install()
         previous = sys.gettrace()
-        self._direct_calls = _hooks_free(self.model)
-        self._contract = contract_holds()
+        # no hook anywhere and no module-level compile: nn.Module's call machinery then only passes
+        # arguments and results through; no mode installed: Tensor methods run torch's own code
+        self._direct_calls = not internals.hooks_installed(self.model)
+        self._contract = not internals.modes_installed()
         self.copies.clear()
         self.graphs.start()
         self.active = True
