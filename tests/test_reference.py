@@ -4,13 +4,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from annotate.trace.reference import Identifier, MathValue, Reference, TOLERANCE
+from annotate.trace.reference import Identifier, MathValue, PeerRun, TOLERANCE
 
 QWEN3 = "nanovllm/models/qwen3.py"
 
 
-def _ref(values: dict[tuple[str, int], torch.Tensor]) -> Reference:
-    return Reference([MathValue(k, l, t) for (k, l), t in values.items()], "eager", "test")
+def _ref(values: dict[tuple[str, int], torch.Tensor]) -> PeerRun:
+    return PeerRun([MathValue(k, l, t) for (k, l), t in values.items()], "eager", "test")
 
 
 def test_identification_is_by_comparison() -> None:

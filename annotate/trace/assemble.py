@@ -13,7 +13,7 @@ import torch
 from annotate.trace.kernels import KernelCapture
 from annotate.trace.numerics import distance, storage_key, summarize
 from annotate.trace.recorder import RawRecord, Recorder
-from annotate.trace.reference import Identifier, Reference
+from annotate.trace.reference import Identifier, PeerRun
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, identity_label
 
 #: recorded tensors are saved in full below this total (or always with --full-tensors)
@@ -81,7 +81,7 @@ def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[
     return out, tensors
 
 
-def math_payload(ref: Reference, records: list[dict[str, Any]], save: bool,
+def math_payload(ref: PeerRun, records: list[dict[str, Any]], save: bool,
                  tensors: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
     """The peer's variables with summaries, and which recorded variables were identified as each."""
     matched: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -206,6 +206,6 @@ def compiled_summary(checks: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def final_summary(nano_out: torch.Tensor, ref: Reference, layers: int) -> dict[str, Any]:
+def final_summary(nano_out: torch.Tensor, ref: PeerRun, layers: int) -> dict[str, Any]:
     """nano-vllm's final hidden states vs the peer's final norm output."""
     return asdict(distance(nano_out, ref.get("final_norm", layers - 1)))

@@ -92,8 +92,9 @@ class Identity:
 
 
 @dataclass
-class Reference:
-    """Everything the peer produced for one prefill."""
+class PeerRun:
+    """Everything the peer (HF transformers) produced for one prefill. (Not to be confused with a
+    prose reference to code: that is `annotate.references`.)"""
 
     values: list[MathValue]
     attn_implementation: str
@@ -134,7 +135,7 @@ def _hooks(model: Any, store: dict[tuple[str, int], torch.Tensor]) -> list[Any]:
 
 
 def run_reference(checkpoint: Path, layers: int, dtype: torch.dtype, device: torch.device,
-                  input_ids: torch.Tensor, attn_implementation: str = "eager") -> Reference:
+                  input_ids: torch.Tensor, attn_implementation: str = "eager") -> PeerRun:
     """Load HF's Qwen3ForCausalLM from `checkpoint` (cut to `layers`) and capture the math variables."""
     import transformers
     from transformers import Qwen3ForCausalLM
@@ -155,13 +156,13 @@ def run_reference(checkpoint: Path, layers: int, dtype: torch.dtype, device: tor
     order = list(MATH_VARS)
     values = [MathValue(k, l, t[0] if t.dim() == 3 else t) for (k, l), t in
               sorted(store.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])))]
-    return Reference(values, attn_implementation, transformers.__version__)
+    return PeerRun(values, attn_implementation, transformers.__version__)
 
 
 class Identifier:
     """Compares recorded tensors with every peer variable of the same shape."""
 
-    def __init__(self, reference: Reference) -> None:
+    def __init__(self, reference: PeerRun) -> None:
         self.values = reference.values
         self._stacks: dict[tuple[tuple[int, ...], torch.dtype], tuple[torch.Tensor, list[MathValue], torch.Tensor]] = {}
 
