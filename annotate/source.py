@@ -149,11 +149,6 @@ class SourceFile:
         covering = [s for s in self.statements if s.start_line <= line <= s.end_line]
         return min(covering, key=lambda s: s.end_line - s.start_line, default=None)
 
-    def symbol_at(self, line: int) -> Symbol | None:
-        """The innermost symbol whose span covers ``line``."""
-        covering = [s for s in self.symbols.values() if s.start_line <= line <= s.end_line]
-        return min(covering, key=lambda s: s.end_line - s.start_line, default=None)
-
     def nearest(self, symbol: str | None, statement: str, k: int = 3) -> list[Statement]:
         """The ``k`` statements of ``symbol`` (or the whole file) most similar to ``statement``."""
         pool = self.statements_in(symbol) if symbol in self.symbols else self.statements
