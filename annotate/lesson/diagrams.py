@@ -30,6 +30,7 @@ class Cell:
     value: float
     deps: tuple[str, ...] = ()  # ids of the operands of its formula (empty: an input)
     formula: str = ""           # the arithmetic with numbers ('' for inputs and weights)
+    shown: str = ""             # how the cell prints its value when not n(value) (e.g. ε = 1e-06)
 
     @property
     def interactive(self) -> bool:
@@ -250,7 +251,7 @@ def _norm_cells(diagram: str, chans: list[int], x: list[float], gamma: list[floa
         cells[f"x.{i}"] = Cell(f"x.{i}", x[i])
         cells[f"g.{i}"] = Cell(f"g.{i}", gamma[i])
         cells[f"sq.{i}"] = Cell(f"sq.{i}", x[i] * x[i], (f"x.{i}",), f"x[{i}]² = {term(x[i])}² = {n(x[i] * x[i])}")
-    cells["eps"] = Cell("eps", eps)
+    cells["eps"] = Cell("eps", eps, shown=f"{eps:g}")
     if exact:
         total = sum(v * v for v in x)
         agree(diagram, "mean of squares", total / h, mean)

@@ -31,11 +31,12 @@ def esc(text: object) -> str:
 
 def cell_html(diagram: str, cell: Cell) -> str:
     attrs = f'class="dg-cell" data-cell="{esc(cell.id)}"'
+    shown = cell.shown or n(cell.value)
     if cell.interactive:
-        label = f"{cell.id}：{n(cell.value)}（点击看算式 click for its arithmetic）"
+        label = f"{cell.id}：{shown}（点击看算式 click for its arithmetic）"
         return (f'<button type="button" {attrs} data-deps="{esc(" ".join(cell.deps))}" '
-                f'aria-label="{esc(label)}" aria-controls="dg-{esc(diagram)}-formula">{esc(n(cell.value))}</button>')
-    return f'<span {attrs}>{esc(n(cell.value))}</span>'
+                f'aria-label="{esc(label)}" aria-controls="dg-{esc(diagram)}-formula">{esc(shown)}</button>')
+    return f'<span {attrs}>{esc(shown)}</span>'
 
 
 def block_html(diagram: Diagram, block: Block) -> str:
