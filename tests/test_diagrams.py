@@ -220,3 +220,13 @@ def test_html_golden(all_, key):
         golden.write_text(text, encoding="utf-8")
     assert golden.is_file(), f"{golden} missing: run UPDATE_GOLDEN=1 pytest {__file__}"
     assert text == golden.read_text(encoding="utf-8"), f"diagram {key} differs from {golden}"
+
+
+def test_annotate_check_lists_a_diagram_that_cannot_be_drawn(project: Path):
+    """`annotate check` (claims.scan_docs) covers the diagrams: an unknown one is one line."""
+    from annotate.claims import scan_docs
+
+    assert scan_docs(project) == []
+    page = project / "docs" / "diagrams.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n{{diagram nope}}\n", encoding="utf-8")
+    assert scan_docs(project) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]

@@ -12,7 +12,9 @@ is a :class:`annotate.claims.ClaimError` naming the diagram and the number (the 
 from __future__ import annotations
 
 import math
+import re
 import struct
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,6 +382,30 @@ def order_counterexample(c: Claims) -> Counterexample:
         "rounding changes the sum's last bits, so the two orders' outputs differ by an ulp or two in some channels.")
 
 
+BUILDERS = {"swiglu": swiglu, "rmsnorm": rmsnorm_example, "traced": traced_norm}
+#: a page places a diagram with a line of its own: ``{{diagram swiglu}}``
+MARKER = re.compile(r"^\{\{diagram ([a-z0-9_]+)\}\}\s*$", re.M)
+
+
 def all_diagrams(table: Any) -> dict[str, Diagram]:
     """Every diagram of the page by key (each raising ClaimError when its numbers no longer hold)."""
-    return {"swiglu": swiglu(table), "rmsnorm": rmsnorm_example(table), "traced": traced_norm(table)}
+    return {key: build(table) for key, build in BUILDERS.items()}
+
+
+def page_problems(markdown: str, page: str, root: Path) -> list[str]:
+    """One line per diagram placed on a page that cannot be drawn (for `annotate check`)."""
+    keys = MARKER.findall(markdown)
+    if not keys:
+        return []
+    from annotate.lesson.table import load
+
+    table, out = load(root), []
+    for key in keys:
+        if key not in BUILDERS:
+            out.append(f"docs/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")
+            continue
+        try:
+            BUILDERS[key](table)
+        except ClaimError as exc:
+            out.append(str(exc))
+    return out
