@@ -47,7 +47,8 @@ def block_html(diagram: Diagram, block: Block) -> str:
             rows.append(f'<tr class="dg-group"><th colspan="{len(block.col_labels) + 1}">{esc(block.row_groups[r])}</th></tr>')
         tds = "".join(f"<td>{cell_html(diagram.key, diagram.cells[i])}</td>" for i in ids)
         rows.append(f'<tr><th scope="row">{esc(label)}</th>{tds}</tr>')
-    corner = f'{esc(block.row_axis)} ↓ · {esc(block.col_axis)} →' if block.col_axis else f'{esc(block.row_axis)} ↓'
+    corner = (f'<span class="dg-ax">{esc(block.col_axis)} →</span>' if block.col_axis else "") + \
+        f'<span class="dg-ax">{esc(block.row_axis)} ↓</span>'
     return (f'<figure class="dg-block" data-block="{esc(block.key)}"><figcaption><span class="dg-sym">{esc(block.symbol)}</span> '
             f'{esc(block.title)} <span class="dg-shape">{esc(block.shape)}</span></figcaption>'
             f'<div class="dg-scroll" tabindex="0" role="region" aria-label="{esc(block.symbol)} {esc(block.shape)}">'
