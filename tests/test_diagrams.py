@@ -230,3 +230,23 @@ def test_annotate_check_lists_a_diagram_that_cannot_be_drawn(project: Path):
     page = project / "docs" / "diagrams.md"
     page.write_text(page.read_text(encoding="utf-8") + "\n{{diagram nope}}\n", encoding="utf-8")
     assert scan_docs(project) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]
+
+
+def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_path: Path, tiny_trace):
+    """Change one recorded output of add_rms_forward: the re-run no longer matches it bit for bit."""
+    from safetensors.torch import load_file, save_file
+
+    from annotate.lesson.traced import LAYER, _call
+    from annotate.trace.store import TENSORS_NAME
+    from site_fixtures import copy_project
+
+    root = copy_project(tmp_path / "project")
+    trace_dir = root / "traces" / tiny_trace.out.name
+    shutil.copytree(tiny_trace.out, trace_dir)
+    tensors = load_file(str(trace_dir / TENSORS_NAME))
+    key = _call(tiny_trace.trace, LAYER)["out"]
+    tensors[key] = tensors[key].clone()
+    tensors[key][0, 0] += 1.0
+    save_file(tensors, str(trace_dir / TENSORS_NAME))
+    with pytest.raises(ClaimError, match=r"diagram traced: claim traced.norm.output no longer holds: re-running"):
+        data.traced_norm(load(root))
