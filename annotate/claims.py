@@ -173,8 +173,11 @@ def scan_docs(root: Path) -> list[str]:
     """Problems of every hand-written page under ``docs/`` (for `annotate check`)."""
     docs = root / DOCS_DIR
     out: list[str] = []
+    from annotate.lesson.diagrams import page_problems  # the element-level diagrams' numbers too
+
     for page in sorted(docs.rglob("*.md")) if docs.is_dir() else []:
-        out += problems(page.read_text(encoding="utf-8"), page.relative_to(docs).as_posix(), root)
+        text, uri = page.read_text(encoding="utf-8"), page.relative_to(docs).as_posix()
+        out += problems(text, uri, root) + page_problems(text, uri, root)
     return out
 
 

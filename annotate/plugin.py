@@ -10,7 +10,8 @@ references) and :mod:`annotate.render.katex` (server-side math). Hooks:
 - ``on_files`` also sets the nav in reading order (lesson, source, trace, reference, maintaining)
   unless mkdocs.yml has one: the generated pages could not be listed there.
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink).
-- ``on_page_content``: render arithmatex's ``$…$`` / ``$$…$$`` spans with KaTeX at build time.
+- ``on_page_content``: render arithmatex's ``$…$`` / ``$$…$$`` spans with KaTeX at build time, and
+  draw the element-level diagrams (``{{diagram NAME}}`` lines, see :mod:`annotate.pages.diagrams`).
 - ``on_serve``: also watch ``vendor/``, ``notes/`` and ``traces/``.
 """
 from __future__ import annotations
@@ -34,7 +35,7 @@ from annotate.errors import UserError
 from annotate.links import Links
 from annotate.notes import Sources
 from annotate.vendoring.sync import vendored_files
-from annotate.pages import extras
+from annotate.pages import diagrams, extras
 from annotate.pages.generate import generate
 from annotate.pages.nav import site_nav
 from annotate.pages.trace_pages import trace_pages
@@ -154,7 +155,11 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             except MathError as exc:
                 raise PluginError(f"docs/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
 
-        return _ARITHMATEX.sub(render, html_text)
+        html_text = _ARITHMATEX.sub(render, html_text)
+        try:
+            return diagrams.expand(html_text, self.root, strict=self.strict)
+        except UserError as exc:
+            raise PluginError(str(exc)) from None
 
     def on_serve(self, server, config: MkDocsConfig, builder):  # noqa: ANN001 - livereload types
         for name in WATCHED:

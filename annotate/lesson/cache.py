@@ -2,7 +2,8 @@
 
 The key is a sha256 over the vendored files the computation imports (every ``.py`` under
 ``vendor/nano-vllm/nanovllm``: the families import ``qwen3.py``, which imports all the layers), the
-claim code itself (``annotate/lesson/*.py``) and the installed torch version. The result is stored
+claim code itself (``annotate/lesson/*.py``), the trace files under ``traces/`` (the ``traced``
+family reads them) and the installed torch version. The result is stored
 as ``.cache/claims-<key>.json`` under the project root, written atomically. Any edit to a vendored
 file gives a new key, so a stale number is never served.
 """
@@ -55,7 +56,16 @@ def cache_key(root: Path) -> str:
         h.update(f"vendor {path.relative_to(root).as_posix()} {_sha256(path)}\n".encode())
     for path in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f"code {path.name} {_sha256(path)}\n".encode())
+    for path in trace_files(root):
+        h.update(f"trace {path.relative_to(root).as_posix()} {_sha256(path)}\n".encode())
     return h.hexdigest()
+
+
+def trace_files(root: Path) -> list[Path]:
+    """The files of every trace under ``traces/`` (a re-trace must recompute the ``traced`` claims)."""
+    from annotate.trace.store import find_traces
+
+    return sorted(f for d in find_traces(root) for f in d.iterdir() if f.is_file())
 
 
 def cache_path(root: Path, key: str) -> Path:

@@ -25,12 +25,16 @@ from annotate.lesson.model import Family  # noqa: E402
 FamilyFn = Callable[[dict[str, Any]], Family]
 
 
-def families() -> dict[str, FamilyFn]:
-    """Claim-name prefix -> function computing that family."""
-    from annotate.lesson import rmsnorm, shapes, swiglu
+def families(root: Path | None = None) -> dict[str, FamilyFn]:
+    """Claim-name prefix -> function computing that family (``traced`` reads traces under ``root``)."""
+    from annotate.lesson import counterexamples, rmsnorm, shapes, swiglu, traced
 
-    return {"rmsnorm": rmsnorm.family, "mlp": swiglu.mlp_family, "swiglu": swiglu.swiglu_family,
-            "shape": shapes.family}
+    out: dict[str, FamilyFn] = {"rmsnorm": rmsnorm.family, "mlp": swiglu.mlp_family,
+                                "swiglu": swiglu.swiglu_family, "shape": shapes.family,
+                                "counter": counterexamples.family}
+    if root is not None:
+        out["traced"] = lambda mods: traced.family(mods, root)
+    return out
 
 
 def one_line(exc: BaseException) -> str:
@@ -54,10 +58,10 @@ def compute(root: Path) -> dict[str, Any]:
         mods = import_vendored(root, "cpu")
         init_process_group()
     except Exception as exc:  # the vendored code does not even import: every family fails
-        result["failed"] = {prefix: "importing the vendored code failed: " + one_line(exc) for prefix in families()}
+        result["failed"] = {prefix: "importing the vendored code failed: " + one_line(exc) for prefix in families(root)}
         return result
     torch.manual_seed(0)
-    for prefix, fn in families().items():
+    for prefix, fn in families(root).items():
         try:
             fam = fn(mods)
         except Exception as exc:

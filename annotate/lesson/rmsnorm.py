@@ -15,6 +15,8 @@ from annotate.lesson.model import Family, differs, mismatch
 FORMULA = "the closed form γ·x/√(mean(x²)+ε)"
 SOURCE = "the vendored RMSNorm"
 BF16_TOL = 2.0 ** -7  # one bfloat16 step near 1.0 (8 significant bits)
+#: the lesson's worked example (x, γ, ε); the diagrams page draws the same one
+EXAMPLE = ([3.0, 4.0], [1.0, 1.0], 0.0)
 
 
 def closed_form(x: list[float], gamma: list[float], eps: float) -> tuple[float, float, list[float]]:
@@ -103,7 +105,7 @@ def fused_fp32_alias(fam: Family, layernorm: Any) -> None:
 def family(mods: dict[str, Any]) -> Family:
     """All RMSNorm claims."""
     fam, layernorm = Family("rmsnorm"), mods["layernorm"]
-    example(fam, layernorm, "example", [3.0, 4.0], [1.0, 1.0], 0.0)
+    example(fam, layernorm, "example", *EXAMPLE)
     example(fam, layernorm, "eps1", [3.0, 4.0], [1.0, 1.0], 1.0)
     example(fam, layernorm, "gamma", [3.0, 4.0], [2.0, 0.5], 0.0)
     fused(fam, layernorm)

@@ -51,15 +51,19 @@ def counts(fam: Family, qwen3: Any, h: int, f: int) -> None:
             differs(shape_d, f"{h} × {f}", src + ".down_proj.weight", "H × F"))
 
 
-def run_walk(mods: dict[str, Any]) -> dict[str, list[float]]:
-    """Run one token through a vendored Qwen3MLP(4, 6) and collect every intermediate."""
+def run_walk(mods: dict[str, Any], shards: tuple[int, int] = (0, 1)) -> dict[str, list[float]]:
+    """Run one token through a vendored Qwen3MLP(4, 6) and collect every intermediate.
+
+    ``shards`` are the loader's shard ids for (gate_proj, up_proj); ``(1, 0)`` loads them the other
+    way round, which is what reading ``chunk`` as (up, gate) amounts to (the diagrams' counterexample).
+    """
     import torch
 
     w_gate, w_up, w_down = walk_weights()
     mlp = mods["qwen3"].Qwen3MLP(WALK_H, WALK_F, "silu").float()
     gu, d = mlp.gate_up_proj.weight, mlp.down_proj.weight
-    gu.weight_loader(gu, torch.tensor(w_gate), 0)  # as the loader does for gate_proj
-    gu.weight_loader(gu, torch.tensor(w_up), 1)  # and for up_proj
+    gu.weight_loader(gu, torch.tensor(w_gate), shards[0])  # as the loader does for gate_proj
+    gu.weight_loader(gu, torch.tensor(w_up), shards[1])  # and for up_proj
     d.weight_loader(d, torch.tensor(w_down))
     outputs: dict[str, Any] = {}
     hooks = [getattr(mlp, name).register_forward_hook(lambda m, i, o, name=name: outputs.__setitem__(name, o.clone()))

@@ -1,0 +1,126 @@
+"""HTML of the element-level diagrams (docs/diagrams.md), generated at build time.
+
+A hand-written page places a diagram with a line of its own::
+
+    {{diagram swiglu}}
+
+which Markdown turns into ``<p>{{diagram swiglu}}</p>``; :func:`expand` (called by the plugin on the
+page's HTML) replaces it by the diagram. The data is :mod:`annotate.lesson.diagrams`; here it is only
+drawn: each vector/matrix is a table in its own scroll box, with its axes and indices; a cell with a
+formula is a ``<button>`` (focusable, Enter/Space), the rest are ``<span>``s. Each diagram carries
+its dependency sets and formulas as JSON (``<script type="application/json" class="dg-data">``), which
+``docs/js/diagrams.js`` reads; counterexamples are ``<button aria-expanded>`` toggles over a panel.
+Everything that reaches the page is escaped.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+from annotate.claims import ClaimError
+from annotate.lesson.diagrams import Block, Cell, Counterexample, Diagram, all_diagrams, n
+
+_MARKER = re.compile(r"<p>\{\{diagram ([a-z0-9_]+)\}\}</p>")
+
+
+def esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def cell_html(diagram: str, cell: Cell) -> str:
+    attrs = f'class="dg-cell" data-cell="{esc(cell.id)}"'
+    shown = cell.shown or n(cell.value)
+    if cell.interactive:
+        label = f"{cell.id}：{shown}（点击看算式 click for its arithmetic）"
+        return (f'<button type="button" {attrs} data-deps="{esc(" ".join(cell.deps))}" '
+                f'aria-label="{esc(label)}" aria-controls="dg-{esc(diagram)}-formula">{esc(shown)}</button>')
+    return f'<span {attrs}>{esc(shown)}</span>'
+
+
+def block_html(diagram: Diagram, block: Block) -> str:
+    head = "".join(f'<th scope="col">{esc(c)}</th>' for c in block.col_labels)
+    rows = []
+    for r, (label, ids) in enumerate(zip(block.row_labels, block.rows)):
+        if r in block.row_groups:
+            rows.append(f'<tr class="dg-group"><th colspan="{len(block.col_labels) + 1}">{esc(block.row_groups[r])}</th></tr>')
+        tds = "".join(f"<td>{cell_html(diagram.key, diagram.cells[i])}</td>" for i in ids)
+        rows.append(f'<tr><th scope="row">{esc(label)}</th>{tds}</tr>')
+    corner = (f'<span class="dg-ax">{esc(block.col_axis)} →</span>' if block.col_axis else "") + \
+        f'<span class="dg-ax">{esc(block.row_axis)} ↓</span>'
+    return (f'<figure class="dg-block" data-block="{esc(block.key)}"><figcaption><span class="dg-sym">{esc(block.symbol)}</span> '
+            f'{esc(block.title)} <span class="dg-shape">{esc(block.shape)}</span></figcaption>'
+            f'<div class="dg-scroll" tabindex="0" role="region" aria-label="{esc(block.symbol)} {esc(block.shape)}">'
+            f'<table class="dg-mat"><thead><tr><th scope="col" class="dg-corner">{corner}</th>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div></figure>')
+
+
+def counterexample_html(diagram: str, ce: Counterexample) -> str:
+    pid = f"dg-{diagram}-ce-{ce.key}"
+    rows = "".join(f'<tr><th scope="row">{esc(r.label)}</th><td class="dg-right">{esc(r.right)}</td>'
+                   f'<td class="dg-wrong">{esc(r.wrong)}</td></tr>' for r in ce.rows)
+    return (f'<div class="dg-ce" data-ce="{esc(ce.key)}">'
+            f'<button type="button" class="dg-ce-toggle" aria-expanded="false" aria-controls="{pid}">'
+            f'{esc(ce.title)}</button>'
+            f'<div class="dg-ce-panel" id="{pid}" hidden>'
+            f'<p class="dg-ce-claim">{esc(ce.claim)}</p>'
+            f'<div class="dg-scroll"><table class="dg-ce-table"><thead><tr><th scope="col"></th>'
+            f'<th scope="col">正确读法 Right reading</th><th scope="col">错误读法 Wrong reading</th></tr></thead>'
+            f'<tbody>{rows}</tbody></table></div>'
+            f'<p class="dg-ce-verdict">{esc(ce.verdict)}</p><p class="dg-ce-why"><strong>为什么错 Why it fails：</strong>'
+            f'{esc(ce.why)}</p></div></div>')
+
+
+def data_json(diagram: Diagram) -> str:
+    """The dependency sets and formulas, as JSON safe inside a <script> element."""
+    data = {"key": diagram.key,
+            "cells": {c.id: {"deps": list(c.deps), "formula": c.formula} for c in diagram.cells.values() if c.interactive}}
+    return json.dumps(data, ensure_ascii=False).replace("<", "\\u003c")
+
+
+def diagram_html(diagram: Diagram) -> str:
+    """One diagram: its blocks, the formula box, its counterexamples (or its notice)."""
+    key = esc(diagram.key)
+    if diagram.notice:
+        return f'<div class="dg-diagram dg-missing" data-diagram="{key}"><p class="dg-notice">{esc(diagram.notice)}</p></div>'
+    blocks = "".join(block_html(diagram, b) for b in diagram.blocks)
+    ces = "".join(counterexample_html(diagram.key, ce) for ce in diagram.counterexamples)
+    return (f'<div class="dg-diagram" data-diagram="{key}"><p class="dg-title">{esc(diagram.title)}</p>'
+            f'<p class="dg-hint">点击或用 Tab 聚焦带框的数，看它的算式和它依赖的元素。 · Click or Tab to a boxed number to see '
+            f'its arithmetic and the elements it depends on.</p>'
+            f'<div class="dg-blocks">{blocks}</div>'
+            f'<output class="dg-formula" id="dg-{key}-formula" aria-live="polite">'
+            f'选一个元素 · pick an element</output>'
+            f'<div class="dg-ces">{ces}</div>'
+            f'<script type="application/json" class="dg-data">{data_json(diagram)}</script></div>')
+
+
+def broken_html(key: str, problem: str) -> str:
+    return f'<p class="an-claim-broken dg-broken" title="{esc(problem)}">⚠ 图解 {esc(key)} 无法生成 · diagram {esc(key)} cannot be drawn</p>'
+
+
+def expand(page_html: str, root: Path, *, strict: bool = True) -> str:
+    """Replace every ``<p>{{diagram NAME}}</p>`` by its diagram (ClaimError in strict mode on any problem)."""
+    if "{{diagram " not in page_html:
+        return page_html
+    from annotate.lesson.table import load
+
+    table = load(root)
+    try:
+        diagrams = all_diagrams(table)
+    except ClaimError as exc:
+        if strict:
+            raise
+        return _MARKER.sub(lambda m: broken_html(m.group(1), str(exc)), page_html)
+
+    def one(m: re.Match) -> str:
+        key = m.group(1)
+        if key not in diagrams:
+            problem = f"docs/diagrams.md: unknown diagram {key!r}; known: {', '.join(diagrams)}"
+            if strict:
+                raise ClaimError(problem)
+            return broken_html(key, problem)
+        return diagram_html(diagrams[key])
+
+    return _MARKER.sub(one, page_html)

@@ -1,0 +1,77 @@
+/* Element-level diagrams: click or focus a boxed number to highlight the elements its formula uses and
+   show the arithmetic; counterexample buttons open and close their panels. The dependency sets and
+   formulas come from the JSON the build wrote into each diagram (nothing is computed here).
+   Works from file:// and without network; no modules, no fetch. */
+(function () {
+  "use strict";
+
+  function readData(box) {
+    var script = box.querySelector("script.dg-data");
+    try { return JSON.parse(script ? script.textContent : "{}"); } catch (e) { return {}; }
+  }
+
+  function clear(box) {
+    var on = box.querySelectorAll(".dg-on, .dg-sel");
+    for (var i = 0; i < on.length; i++) on[i].classList.remove("dg-on", "dg-sel");
+    var pressed = box.querySelectorAll("button.dg-cell[aria-pressed]");
+    for (var j = 0; j < pressed.length; j++) pressed[j].removeAttribute("aria-pressed");
+  }
+
+  function select(box, data, cell) {
+    var id = cell.getAttribute("data-cell");
+    var entry = data.cells && data.cells[id];
+    if (!entry) return;
+    clear(box);
+    cell.classList.add("dg-sel");
+    cell.setAttribute("aria-pressed", "true");
+    for (var i = 0; i < entry.deps.length; i++) {
+      var dep = box.querySelector('.dg-cell[data-cell="' + entry.deps[i] + '"]');
+      if (dep) dep.classList.add("dg-on");
+    }
+    var out = box.querySelector(".dg-formula");
+    if (out) {
+      out.textContent = entry.formula;
+      out.setAttribute("data-for", id);
+    }
+  }
+
+  function setupDiagram(box) {
+    if (box.getAttribute("data-ready")) return;
+    box.setAttribute("data-ready", "1");
+    var data = readData(box);
+    box.addEventListener("click", function (event) {
+      var cell = event.target.closest && event.target.closest("button.dg-cell");
+      if (cell && box.contains(cell)) select(box, data, cell);
+    });
+    box.addEventListener("focusin", function (event) {
+      var cell = event.target.closest && event.target.closest("button.dg-cell");
+      if (cell && box.contains(cell)) select(box, data, cell);
+    });
+    box.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") clear(box);
+    });
+  }
+
+  function setupToggle(button) {
+    if (button.getAttribute("data-ready")) return;
+    button.setAttribute("data-ready", "1");
+    button.addEventListener("click", function () {
+      var panel = document.getElementById(button.getAttribute("aria-controls"));
+      var open = button.getAttribute("aria-expanded") !== "true";
+      button.setAttribute("aria-expanded", open ? "true" : "false");
+      if (panel) panel.hidden = !open;
+    });
+  }
+
+  function setup() {
+    var boxes = document.querySelectorAll(".dg-diagram");
+    for (var i = 0; i < boxes.length; i++) setupDiagram(boxes[i]);
+    var toggles = document.querySelectorAll("button.dg-ce-toggle");
+    for (var j = 0; j < toggles.length; j++) setupToggle(toggles[j]);
+  }
+
+  // Material's instant navigation swaps pages without a reload: document$ says when (absent from file://).
+  if (window.document$ && typeof window.document$.subscribe === "function") window.document$.subscribe(setup);
+  else if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", setup);
+  else setup();
+})();

@@ -1,0 +1,252 @@
+"""The diagrams' data (annotate.lesson.diagrams) and HTML (annotate.pages.diagrams), from real runs.
+
+The claims come from running the vendored code in a scratch copy of the project that holds the
+session's real tiny trace (so the trace-based diagram and counterexamples 3–4 exist, as after
+`make site`); a second copy without traces shows the bilingual notice instead.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from annotate.claims import ClaimError, format_value
+from annotate.lesson import diagrams as data
+from annotate.lesson.model import Claim
+from annotate.lesson.table import Table, load
+from annotate.pages import diagrams as pages
+
+pytest_plugins = ["site_fixtures"]
+
+GOLDEN = Path(__file__).with_name("golden")
+
+
+@pytest.fixture(scope="module")
+def traced_root(tmp_path_factory: pytest.TempPathFactory, tiny_trace) -> Path:
+    """A project copy whose traces/ holds the session's tiny bf16 trace (with its tensors)."""
+    from site_fixtures import copy_project
+
+    root = copy_project(tmp_path_factory.mktemp("diagrams") / "project")
+    shutil.copytree(tiny_trace.out, root / "traces" / tiny_trace.out.name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def table(traced_root: Path) -> Table:
+    return load(traced_root)
+
+
+@pytest.fixture(scope="module")
+def all_(table: Table) -> dict[str, data.Diagram]:
+    return data.all_diagrams(table)
+
+
+def value(table: Table, name: str):
+    return table.claims[name].value
+
+
+# ---------------------------------------------------------------- dependency sets
+
+def test_swiglu_output_depends_on_products_and_its_row_of_w_down(all_):
+    d = all_["swiglu"]
+    for i in range(4):
+        assert set(d.cells[f"out.{i}"].deps) == {f"p.{j}" for j in range(6)} | {f"wd.{i}.{j}" for j in range(6)}
+    assert d.cells["gu.7"].deps == tuple([f"x.{i}" for i in range(4)] + [f"wgu.7.{i}" for i in range(4)])
+    assert d.cells["gate.2"].deps == ("gu.2",) and d.cells["up.2"].deps == ("gu.8",)  # chunk: second half at F + j
+    assert set(d.cells["p.3"].deps) == {"silu.3", "up.3"}
+    assert all(dep in d.cells for deps in d.deps().values() for dep in deps)
+
+
+def test_every_formula_recomputes_from_the_cells_it_highlights(all_):
+    """out[i] is the sum of p[j]·W_d[i, j] over exactly its highlighted cells; p is the product of its two."""
+    d = all_["swiglu"]
+    for i in range(4):
+        deps = d.cells[f"out.{i}"].deps
+        total = sum(d.cells[f"p.{j}"].value * d.cells[f"wd.{i}.{j}"].value for j in range(6))
+        assert math.isclose(total, d.cells[f"out.{i}"].value, abs_tol=1e-5), deps
+        assert d.cells[f"out.{i}"].formula.endswith("= " + format_value(d.cells[f"out.{i}"].value))
+    for j in range(6):
+        a, b = (d.cells[k].value for k in d.cells[f"p.{j}"].deps)
+        assert math.isclose(a * b, d.cells[f"p.{j}"].value, abs_tol=1e-6)
+        z = d.cells[f"gate.{j}"].value
+        assert "z·σ(z)" in d.cells[f"gate.{j}"].formula
+        assert math.isclose(z / (1 + math.exp(-z)), d.cells[f"silu.{j}"].value, abs_tol=1e-6)
+
+
+def test_swiglu_values_are_the_lessons_claims(table, all_):
+    d = all_["swiglu"]
+    assert [d.cells[f"out.{i}"].value for i in range(4)] == value(table, "swiglu.out")
+    assert [d.cells[f"gu.{j}"].value for j in range(12)] == value(table, "swiglu.gate_up")
+
+
+def test_rmsnorm_example_cells(all_):
+    d = all_["rmsnorm"]
+    assert d.cells["sq.1"].value == 16.0 and d.cells["mean"].value == 12.5
+    assert set(d.cells["mean"].deps) == {"sq.0", "sq.1"} and set(d.cells["rms"].deps) == {"mean", "eps"}
+    assert set(d.cells["y.0"].deps) == {"x.0", "rms", "g.0"}
+    assert math.isclose(d.cells["y.1"].value, 4 / math.sqrt(12.5), rel_tol=1e-6)
+
+
+def test_traced_strip_shows_the_largest_channels_of_the_token(table, all_):
+    d = all_["traced"]
+    assert not d.notice
+    x, chans = value(table, "traced.norm.x"), value(table, "traced.norm.channels")
+    assert len(chans) == data_top() and len(x) == value(table, "traced.norm.hidden_size")
+    smallest_shown = min(abs(x[i]) for i in chans)
+    assert all(abs(x[i]) <= smallest_shown for i in range(len(x)) if i not in chans)
+    h = len(x)
+    assert math.isclose(sum(v * v for v in x) / h, d.cells["mean"].value, rel_tol=1e-4)
+    assert set(d.cells["mean"].deps) == {f"sq.{i}" for i in chans}
+
+
+def data_top() -> int:
+    from annotate.lesson.traced import TOP
+
+    return TOP
+
+
+# ---------------------------------------------------------------- counterexamples: differ / agree as claimed
+
+def test_layernorm_counterexample_changes_the_output(table):
+    x = value(table, "rmsnorm.example.x")
+    mean = sum(x) / len(x)
+    std = math.sqrt(sum((v - mean) ** 2 for v in x) / len(x))
+    want = [(v - mean) / std for v in x]
+    got = value(table, "counter.layernorm.output")
+    assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, want))
+    assert got != value(table, "rmsnorm.example.output")
+    assert value(table, "counter.layernorm.rmsnorm_output") == value(table, "rmsnorm.example.output")
+
+
+def test_swapped_chunk_gives_another_mlp_output(table):
+    right, wrong = value(table, "swiglu.out"), value(table, "counter.swap.out")
+    assert max(abs(a - b) for a, b in zip(right, wrong)) > 1e-3
+    assert value(table, "counter.swap.gate") == value(table, "swiglu.up")  # SiLU now receives the up half
+    assert value(table, "counter.swap.right_out") == right
+
+
+def test_returned_hidden_states_is_not_x2_but_the_sum_is(table):
+    tol = value(table, "traced.x2.tolerance")
+    assert value(table, "traced.x2.rel_hidden") > tol > value(table, "traced.x2.rel_sum")
+    assert value(table, "traced.x2.hidden_label").startswith("MLP(")  # what the trace identified it as
+    assert "x₂" not in value(table, "traced.x2.hidden_label")
+    assert value(table, "traced.x2.found_at")
+
+
+def test_rounded_residual_changes_some_outputs_by_an_ulp_or_two(table):
+    n_diff, numel, max_ulps = (value(table, f"traced.order.{k}") for k in ("n_diff", "numel", "max_ulps"))
+    assert 0 < n_diff < numel and 1 <= max_ulps <= 4
+    ulps, differ = value(table, "traced.order.ulps"), value(table, "traced.order.differ")
+    assert differ and all(ulps[i] > 0 for i in differ)
+    y, y_hf = value(table, "traced.norm.output"), value(table, "traced.order.output_hf")
+    assert all(y[i] != y_hf[i] for i in differ)
+    assert table.claims["traced.norm.output"].problem is None  # the re-run reproduced the trace bit for bit
+
+
+# ---------------------------------------------------------------- failures
+
+def _with(table: Table, name: str, **change) -> Table:
+    claims = dict(table.claims)
+    old = claims[name]
+    claims[name] = Claim(name, change.get("value", old.value), old.what, change.get("problem", old.problem))
+    return Table(table.key, claims, dict(table.failed))
+
+
+def test_a_claim_that_no_longer_holds_stops_the_diagram(table):
+    broken = _with(table, "swiglu.out", problem="the vendored Qwen3MLP gives [0], but … gives [1]")
+    with pytest.raises(ClaimError, match=r"diagrams.md: diagram swiglu: claim swiglu.out no longer holds"):
+        data.swiglu(broken)
+
+
+def test_arithmetic_that_does_not_add_up_stops_the_diagram(table):
+    out = list(value(table, "swiglu.out"))
+    out[2] += 0.01
+    with pytest.raises(ClaimError, match=r"diagram swiglu: out\[2\]: the arithmetic shown gives"):
+        data.swiglu(_with(table, "swiglu.out", value=out))
+
+
+def test_edited_vendored_chunk_fails_the_diagram(project: Path):
+    """Swap the chunk in the vendored activation: the diagram (not only the lesson) refuses to draw."""
+    path = project / "vendor/nano-vllm/nanovllm/layers/activation.py"
+    path.write_text(path.read_text(encoding="utf-8").replace("x, y = x.chunk(2, -1)", "y, x = x.chunk(2, -1)"),
+                    encoding="utf-8")
+    with pytest.raises(ClaimError, match=r"diagram swiglu: claim swiglu\.\w+ no longer holds"):
+        pages.expand("<p>{{diagram swiglu}}</p>", project, strict=True)
+    assert "dg-broken" in pages.expand("<p>{{diagram swiglu}}</p>", project, strict=False)
+
+
+def test_without_a_trace_the_page_says_so_in_both_languages(project: Path):
+    assert not (project / "traces").exists()
+    d = data.all_diagrams(load(project))["traced"]
+    assert "没有可用的轨迹" in d.notice and "No usable trace" in d.notice and not d.cells
+    html = pages.diagram_html(d)
+    assert "dg-missing" in html and "dg-cell" not in html
+
+
+def test_unknown_diagram_is_one_line(traced_root: Path):
+    with pytest.raises(ClaimError, match=r"unknown diagram 'nope'; known: swiglu, rmsnorm, traced"):
+        pages.expand("<p>{{diagram nope}}</p>", traced_root)
+
+
+# ---------------------------------------------------------------- HTML
+
+def test_html_carries_the_dependency_sets_as_data(all_):
+    html = pages.diagram_html(all_["swiglu"])
+    found = dict(re.findall(r'data-cell="([^"]+)" data-deps="([^"]*)"', html))
+    assert {k: v.split() for k, v in found.items()} == all_["swiglu"].deps()
+    assert html.count('<button type="button" class="dg-cell"') == 40  # gu 12 + gate/up/silu/p 6 each + out 4
+    assert html.count('aria-expanded="false"') == 1
+
+
+def test_html_escapes_what_it_shows():
+    d = data.Diagram("t", "<b>title</b>", [], {}, notice="<script>alert(1)</script>")
+    html = pages.diagram_html(d)
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    cell = data.Cell("a", 1.0, ("b",), "x </script><script>y")
+    diagram = data.Diagram("t", "t", [], {"a": cell})
+    assert "</script><script>" not in pages.data_json(diagram)
+
+
+@pytest.mark.parametrize("key", ["swiglu", "rmsnorm"])
+def test_html_golden(all_, key):
+    """The generated HTML (numbers and labels only: no vendored code) against tests/golden/."""
+    text = pages.diagram_html(all_[key]) + "\n"
+    golden = GOLDEN / f"diagram-{key}.html"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text, encoding="utf-8")
+    assert golden.is_file(), f"{golden} missing: run UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text == golden.read_text(encoding="utf-8"), f"diagram {key} differs from {golden}"
+
+
+def test_annotate_check_lists_a_diagram_that_cannot_be_drawn(project: Path):
+    """`annotate check` (claims.scan_docs) covers the diagrams: an unknown one is one line."""
+    from annotate.claims import scan_docs
+
+    assert scan_docs(project) == []
+    page = project / "docs" / "diagrams.md"
+    page.write_text(page.read_text(encoding="utf-8") + "\n{{diagram nope}}\n", encoding="utf-8")
+    assert scan_docs(project) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]
+
+
+def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_path: Path, tiny_trace):
+    """Change one recorded output of add_rms_forward: the re-run no longer matches it bit for bit."""
+    from safetensors.torch import load_file, save_file
+
+    from annotate.lesson.traced import LAYER, _call
+    from annotate.trace.store import TENSORS_NAME
+    from site_fixtures import copy_project
+
+    root = copy_project(tmp_path / "project")
+    trace_dir = root / "traces" / tiny_trace.out.name
+    shutil.copytree(tiny_trace.out, trace_dir)
+    tensors = load_file(str(trace_dir / TENSORS_NAME))
+    key = _call(tiny_trace.trace, LAYER)["out"]
+    tensors[key] = tensors[key].clone()
+    tensors[key][0, 0] += 1.0
+    save_file(tensors, str(trace_dir / TENSORS_NAME))
+    with pytest.raises(ClaimError, match=r"diagram traced: claim traced.norm.output no longer holds: re-running"):
+        data.traced_norm(load(root))
