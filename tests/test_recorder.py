@@ -104,8 +104,14 @@ def test_compiled_paths_ran_compiled(tiny_trace) -> None:
     assert c["ran_compiled"] and c["eager_escapes"] == {}
     assert c["dynamo_first_run"]["unique_graphs"] >= 4 and c["dynamo_while_recording"]["unique_graphs"] == 0
     assert c["recording_changed_output"] is False
-    # later calls were proved compiled by Inductor's graph count, after the tracer vouched for it
-    assert set(c["graph_count_trusted"]) == set(c["compiled_calls"]) and all(c["graph_count_trusted"].values())
+    # <= 3.11: later calls were proved compiled by Inductor's graph count, after the tracer vouched
+    # for it; 3.12+ (the GPU image) never sets the tracer aside, so no count is trusted there
+    # (that path is simulated in test_graphs.py on 3.11)
+    import annotate.trace.recorder as recorder_mod
+
+    trusted = c["graph_count_trusted"]
+    assert set(trusted) == set(c["compiled_calls"])
+    assert all(trusted.values()) if recorder_mod._SUSPEND else not any(trusted.values())
 
 
 def test_copies_are_shared_and_the_report_says_how_many(tiny_trace) -> None:
