@@ -10,7 +10,7 @@
 # OUTDIR/cuda/kernels.txt     the captured kernel source, one block per compiled function
 # OUTDIR/cuda/bandwidth.json  fused add_rms_forward vs its eager body vs a copy of the same bytes
 #
-# The image (see DEVELOPERS.md / the device notes): python3 is itself a venv with torch 2.11+CUDA,
+# The image (the device tool's notes on the nvidia-h200 kind): python3 is itself a venv with torch 2.11+CUDA,
 # triton 3.6, transformers 5.x, tokenizers 0.23, huggingface-hub 1.x; no tree-sitter; no network.
 # nano-vllm @2f214426 needs transformers < 5, and transformers 4.57.6 refuses the image's tokenizers
 # and huggingface-hub, so exactly the five wheels of scripts/gpu-wheels.txt travel with the tree.
@@ -23,6 +23,9 @@
 #   carry:    ["vendor/nano-vllm", "gpu-wheels"]
 #   timeout_s: 540          (the step timeouts below sum to 470 s; about 2 minutes are
 #                           expected, plus the machine's start)
+# Afterwards, here: copy the returned cuda/ folder to traces/cuda and commit it (trace.json,
+# kernels.txt, bandwidth.json hold no upstream text: tests/test_no_upstream_text.py checks); the
+# log is for reading. The site shows the trace on today's lines even after a vendor update.
 #
 # Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
 #   GPU_CHECK_REHEARSE=1 PYTHON=/path/to/image/python scripts/gpu-check.sh OUTDIR WHEELS_DIR

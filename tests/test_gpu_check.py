@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -133,22 +134,38 @@ def test_a_venv_made_from_the_image_python_cannot_see_its_torch(tmp_path: Path) 
     assert proc.returncode != 0 and "No module named 'torch'" in proc.stderr
 
 
+def travelling_tree(dest: Path, wheels: Path) -> Path:
+    """What reaches the device: the tracked files (no .git, nothing ignored) plus the carried paths
+    vendor/nano-vllm and gpu-wheels, as the device tool's `run` sends them."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, names.decode().split("\0")):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    shutil.copytree(ROOT / "vendor" / "nano-vllm", dest / "vendor" / "nano-vllm")
+    shutil.copytree(wheels, dest / "gpu-wheels")
+    return dest
+
+
 @pytest.mark.slow
 def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: Path) -> None:
     _need_vendor()
     image, wheels = image_python(), carried_wheels()
     assert _run([str(image), "-c", "import tree_sitter"]).returncode != 0          # the image lacks it
+    tree = travelling_tree(tmp_path / "tree", wheels)
     out, site = tmp_path / "OUT", tmp_path / "site"
     env = dict(os.environ, PYTHON=str(image), GPU_CHECK_REHEARSE="1", GPU_CHECK_SITE=str(site),
                PYTHONPATH="/kept/from/before", PYTHONUNBUFFERED="1")
     env.pop("VIRTUAL_ENV", None)
-    proc = _run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), str(out), str(wheels)], cwd=ROOT, env=env)
+    # the documented command, run where the tree lands
+    proc = _run(["bash", "scripts/gpu-check.sh", str(out), "gpu-wheels"], cwd=tree, env=env)
     log = (out / "gpu-check.log").read_text(encoding="utf-8")
     assert proc.returncode == 0, log[-4000:]
     head = log[: log.index("== carried wheels")]
     assert f"python {PYVER}" in head and "is a venv: True" in head and "transformers         5.17.0" in head
     assert "tree-sitter          (not installed)" in head and "torch 2.13.0" in head
-    assert f"PYTHONPATH {site}:{ROOT}:/kept/from/before" in log
+    assert f"PYTHONPATH {site}:{tree}:/kept/from/before" in log
     assert "imported: transformers 4.57.6 | tokenizers 0.22.2 | huggingface-hub 0.36.2" in log
     trace = json.loads((out / "cpu" / "trace.json").read_text(encoding="utf-8"))
     assert trace["meta"]["compiled"]["ran_compiled"] and trace["meta"]["device"] == "cpu"
@@ -159,7 +176,7 @@ def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: P
     assert 0 < bandwidth["fraction_of_copy"]["fused"] and bandwidth["fused_vs_eager"]["x"]["max_ulps"] <= 2
     files = [p for p in out.rglob("*") if p.is_file()]
     assert len(files) <= 8 and all(len(p.relative_to(out).parts) <= 3 for p in files), files
-    assert not (ROOT / "traces" / "cuda").exists()                        # nothing written into the tree
+    assert not (tree / "traces").exists() and not (ROOT / "traces" / "cuda").exists()   # all of it under OUT
     assert "done: every step passed" in log
 
 
