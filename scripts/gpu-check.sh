@@ -28,7 +28,7 @@
 # log is for reading. The site shows the trace on today's lines even after a vendor update.
 #
 # Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
-#   GPU_CHECK_REHEARSE=1 PYTHON=/path/to/image/python scripts/gpu-check.sh OUTDIR WHEELS_DIR
+#   GPU_CHECK_REHEARSE=1 PATH=/path/to/image-venv/bin:$PATH bash scripts/gpu-check.sh OUTDIR gpu-wheels
 # selects device cpu, smaller bandwidth sizes and C++ kernels; every other line is the same.
 # Exit status: 0 when every step passed, 1 otherwise (each step still runs; its log comes back).
 set -uo pipefail
@@ -42,7 +42,8 @@ if [ "$REHEARSE" = 1 ]; then
 else
   DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100
 fi
-SITE="${GPU_CHECK_SITE:-$(mktemp -d)/site}"      # outside OUTDIR: the wheels' files do not come back
+if [ -n "${GPU_CHECK_SITE:-}" ]; then SITE="$GPU_CHECK_SITE"
+else WORK="$(mktemp -d)"; SITE="$WORK/site"; trap 'rm -rf "$WORK"' EXIT; fi   # outside OUTDIR: not brought back
 mkdir -p "$OUTDIR" "$(dirname "$SITE")"
 OUTDIR="$(cd "$OUTDIR" && pwd)"; TRACE="$OUTDIR/$DEVICE"
 WHEELS="$(cd "$WHEELS" 2>/dev/null && pwd || echo "$WHEELS")"

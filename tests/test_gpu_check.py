@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,8 +116,6 @@ def test_the_wheel_list_carries_exactly_five_and_never_numpy_or_pytest() -> None
 
 
 def test_the_step_timeouts_fit_one_device_command() -> None:
-    import re
-
     text = (ROOT / "scripts" / "gpu-check.sh").read_text(encoding="utf-8")
     limits = [int(x) for x in re.findall(r"^\s*run [\w-]+ (\d+) ", text, re.M)]
     assert len(limits) >= 6 and sum(limits) <= 480, limits
@@ -154,10 +153,12 @@ def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: P
     image, wheels = image_python(), carried_wheels()
     assert _run([str(image), "-c", "import tree_sitter"]).returncode != 0          # the image lacks it
     tree = travelling_tree(tmp_path / "tree", wheels)
-    out, site = tmp_path / "OUT", tmp_path / "site"
-    env = dict(os.environ, PYTHON=str(image), GPU_CHECK_REHEARSE="1", GPU_CHECK_SITE=str(site),
-               PYTHONPATH="/kept/from/before", PYTHONUNBUFFERED="1")
-    env.pop("VIRTUAL_ENV", None)
+    out = tmp_path / "OUT"
+    # the image's python3 first on PATH, as there; PYTHON and GPU_CHECK_SITE unset, as there
+    env = dict(os.environ, PATH=f"{image.parent}:{os.environ.get('PATH', '')}", GPU_CHECK_REHEARSE="1",
+               PYTHONPATH="/kept/from/before", PYTHONUNBUFFERED="1", TMPDIR=str(tmp_path))
+    for name in ("VIRTUAL_ENV", "PYTHON", "GPU_CHECK_SITE"):
+        env.pop(name, None)
     # the documented command, run where the tree lands
     proc = _run(["bash", "scripts/gpu-check.sh", str(out), "gpu-wheels"], cwd=tree, env=env)
     log = (out / "gpu-check.log").read_text(encoding="utf-8")
@@ -165,7 +166,9 @@ def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: P
     head = log[: log.index("== carried wheels")]
     assert f"python {PYVER}" in head and "is a venv: True" in head and "transformers         5.17.0" in head
     assert "tree-sitter          (not installed)" in head and "torch 2.13.0" in head
-    assert f"PYTHONPATH {site}:{tree}:/kept/from/before" in log
+    assert re.search(rf"^python {PYVER}\.\d+ {re.escape(str(image.parent))}/python3?$", head, re.M)  # from PATH
+    site = re.search(r"^PYTHONPATH (\S+?):" + re.escape(f"{tree}:/kept/from/before") + "$", log, re.M)
+    assert site and site[1].endswith("/site") and not Path(site[1]).exists()   # its temp folder removed
     assert "imported: transformers 4.57.6 | tokenizers 0.22.2 | huggingface-hub 0.36.2" in log
     trace = json.loads((out / "cpu" / "trace.json").read_text(encoding="utf-8"))
     assert trace["meta"]["compiled"]["ran_compiled"] and trace["meta"]["device"] == "cpu"
