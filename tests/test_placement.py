@@ -113,6 +113,14 @@ def test_a_committed_device_trace_from_another_pin_is_a_notice_not_a_refusal(tmp
     status = view.status()
     assert status.startswith(f"记录于 {OTHER_PIN[:10]}") and f"recorded at {OTHER_PIN[:10]}" in status
     assert "1 recorded line(s) no longer exist" in status
+    notice = view.file_notice(QWEN3)
+    assert notice.startswith("traces/cuda（GPU · bfloat16 (NVIDIA H200)）记录于") and f"L{CHANGED + SHIFT}" in notice
+    from annotate.pages.values import ValuesPanel
+
+    banner = ValuesPanel(traces).banner_html(QWEN3)
+    assert "记录于另一版本 Recorded at another pin" in banner and f"recorded L{CHANGED + SHIFT} no longer exist" in banner
+    same = view.file_notice("nanovllm/layers/activation.py")             # same lines, but another pin
+    assert f"recorded at {OTHER_PIN[:10]}" in same and "no longer exist" not in same
 
 
 def test_a_cpu_trace_from_another_pin_is_still_refused_by_the_strict_build(tmp_path: Path) -> None:

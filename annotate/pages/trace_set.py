@@ -93,6 +93,21 @@ class TraceView:
                     + (f"; {gone} recorded line(s) no longer exist" if gone else ""))
         return "过期 stale"
 
+    def file_notice(self, path: str) -> str | None:
+        """For the page of `path`, Chinese first: this trace was recorded at another pin or on other
+        bytes and placed on today's lines; which recorded lines are gone. None when nothing moved."""
+        if not self.placed or path not in self.trace.files():
+            return None
+        fp = self.trace.placement.files.get(path)
+        if fp is None or not (fp.moved or fp.gone or self.pin_moved or path in self.changed):
+            return None
+        gone = sorted(fp.gone)
+        lines = ", ".join(f"L{n}" for n in gone[:8]) + (" …" if len(gone) > 8 else "")
+        return (f"traces/{self.key}（{self.label}）记录于 {self.pin[:10]}，已按行映射放到今天的行上"
+                + (f"；记录时的 {lines} 今天已不存在，其值不显示" if gone else "")
+                + f" — recorded at {self.pin[:10]} and placed on today's lines through the line map"
+                + (f"; recorded {lines} no longer exist, their values are not shown" if gone else ""))
+
     def warning(self) -> str | None:
         """One line for the build log when (part of) this trace is stale, else None."""
         if not self.pin_moved and not self.changed:
