@@ -6,6 +6,7 @@ lines at the top and one statement that has changed since. Nothing in it is upst
 """
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -148,3 +149,24 @@ def test_a_recorded_trace_holds_no_source_text(tiny_trace) -> None:
     from test_no_upstream_text import findings, upstream_windows
 
     assert findings(tiny_trace.out / "trace.json", upstream_windows(), tiny_trace.out) == []
+
+
+@pytest.mark.slow
+def test_the_strict_build_takes_a_committed_gpu_trace_from_another_pin_and_labels_it(tmp_path: Path) -> None:
+    """Done-when of issue 11: the real strict MkDocs build, a CPU trace of today plus a GPU trace
+    recorded at another pin; it builds, the pages say where the GPU values come from."""
+    _need_vendor()
+    import shutil
+
+    from annotate.cli.site import build_site
+    from site_fixtures import copy_project
+
+    project = copy_project(tmp_path / "project")
+    shutil.copytree(MINI / "bf16", project / "traces" / "cpu")
+    other_pin_trace(project / "traces" / "cuda")
+    build_site(project, project / "site", strict=True)
+    source = (project / "site" / "source" / f"{QWEN3}.html").read_text(encoding="utf-8")
+    assert "记录于另一版本 Recorded at another pin" in source and f"recorded L{CHANGED + SHIFT} no longer exist" in source
+    overview = html.unescape((project / "site" / "trace" / "index.html").read_text(encoding="utf-8"))
+    assert f"记录于 {OTHER_PIN[:10]}，已按行映射放到今天的行上；1 行已不存在 — recorded at {OTHER_PIN[:10]}, placed on " \
+           "today's lines through the line map; 1 recorded line(s) no longer exist" in overview
