@@ -69,7 +69,8 @@ def image_python() -> Path:
                 *IMAGE_PACKAGES])
     if got.returncode != 0:
         pytest.skip(f"cannot download the image's packages: {got.stderr.strip().splitlines()[-1:]}")
-    subprocess.run(["rm", "-rf", str(env)], check=True)
+    for stale in CACHE.glob(f"image-py{PYVER}-*"):     # an image of other versions (about 2 GB each)
+        subprocess.run(["rm", "-rf", str(stale)], check=True)
     made = _run([_base_python(), "-m", "venv", str(env)])
     assert made.returncode == 0, made.stderr
     inst = _run([str(py), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
