@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 TRACE  ?= traces/cpu
 
-.PHONY: site test install vendor trace build serve browser bench clean
+.PHONY: site test install vendor trace build serve browser bench clean gpu-wheels
 
 ## site: install, materialise the vendor copy, trace on CPU, build the site into site/
 site: install vendor trace build
@@ -50,6 +50,13 @@ browser:
 
 bench: install vendor
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+
+## gpu-wheels: the five wheels scripts/gpu-check.sh carries to the GPU image (cp312; list in
+## scripts/gpu-wheels.txt) into gpu-wheels/ (git-ignored). Then, with the device tool's run:
+##   command `bash scripts/gpu-check.sh "$$OUT" gpu-wheels`, carry ["vendor/nano-vllm", "gpu-wheels"]
+GPU_WHEELS ?= gpu-wheels
+gpu-wheels: install
+	PYTHON=$(BIN)/python scripts/gpu-wheels.sh $(GPU_WHEELS) 3.12
 
 clean:
 	rm -rf site .cache test-artifacts node_modules

@@ -44,6 +44,8 @@ from annotate.render.assets import site_assets
 from annotate.render.katex import Katex, MathError, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
+#: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
+notice_log = logging.getLogger("annotate.traces")
 WATCHED = ("vendor", "notes", "traces")
 _ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
 
@@ -88,12 +90,14 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
     def _traces(self) -> TraceSet:
         """The traces under traces/; a stale one fails a strict build, else is shown with its values withheld."""
         traces = load_traces(self.root, self.links.lock.upstream.commit if self.links.lock else None)
-        stale = traces.warnings()
+        stale = traces.refusals()
         if stale and self.strict:
             raise UserError("\n".join(stale) + "\n(a strict build refuses stale traces; `annotate build --no-strict` "
                             "builds with their values withheld from the changed files)")
         for line in stale:
             log.warning(line)
+        for line in traces.notices():   # device traces cannot be re-recorded here: reported, never fatal
+            notice_log.warning(line)
         return traces
 
     def _math(self, tex: str, display: bool) -> str:

@@ -1,91 +1,156 @@
 #!/usr/bin/env bash
-# GPU check for `annotate trace` (about 5 minutes on one H200). Writes, under traces/:
-#   traces/cuda/                  CUDA trace: qwen3-0.6b shape, 4 layers, 32 tokens, bfloat16,
-#                                 real Triton kernels (their source is in trace.json → "kernels")
-#   traces/cuda/bandwidth.json    fused add_rms_forward vs its eager body vs a device copy of the
-#                                 same bytes (achieved bandwidth as a fraction of copy bandwidth)
-#   traces/cuda-gpu-check.log     everything this script printed
+# GPU check for `annotate trace`: ONE command on the lent H200 image; everything it makes lands in
+# OUTDIR (give it the machine's $OUT: only that folder comes back, at most 8 files, 2 folders deep).
 #
-# The GPU machine has no network and ships torch 2.11 / triton 3.6 / transformers 5.x. nano-vllm
-# needs transformers < 5, so bring wheels with you. Prepare them where there is network, for the
-# GPU image's Python (check with `python3 -V` there; 3.12 below):
+#   scripts/gpu-check.sh OUTDIR [WHEELS_DIR]        (WHEELS_DIR default: gpu-wheels)
 #
-#   pip download --dest wheels --only-binary=:all: --python-version 3.12 \
-#       --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-#       'transformers>=4.51,<5' 'tokenizers<0.23' 'huggingface-hub<1.0' safetensors xxhash pyyaml pytest
+# OUTDIR/gpu-check.log        everything this script printed (interpreter and versions first)
+# OUTDIR/cuda/trace.json      CUDA trace: qwen3-0.6b shape, 4 layers, 32 tokens, bfloat16, real
+#                             Triton kernels (format: docs/trace-format.md)
+# OUTDIR/cuda/kernels.txt     the captured kernel source, one block per compiled function
+# OUTDIR/cuda/bandwidth.json  fused add_rms_forward vs its eager body vs a copy of the same bytes
 #
-# and carry wheels/ plus the materialised vendor/nano-vllm/ (git-ignored) to the GPU machine.
-# Usage:  scripts/gpu-check.sh [WHEELS_DIR]        (default: wheels)
-#         scripts/gpu-check.sh --rehearse          every step on the CPU, with this checkout's Python
-#                                                  (PYTHON, default .venv/bin/python), into GPU_CHECK_OUT
-#                                                  (default a temp folder): run it before spending
-#                                                  device time; tests/test_gpu_check.py does
-set -euo pipefail
+# The image (the device tool's notes on the nvidia-h200 kind): python3 is itself a venv with torch 2.11+CUDA,
+# triton 3.6, transformers 5.x, tokenizers 0.23, huggingface-hub 1.x; no tree-sitter; no network.
+# nano-vllm @2f214426 needs transformers < 5, and transformers 4.57.6 refuses the image's tokenizers
+# and huggingface-hub, so exactly the five wheels of scripts/gpu-wheels.txt travel with the tree.
+# They are installed with `pip install --no-index --no-deps --target SITE` and SITE goes first on
+# PYTHONPATH (before the image's site-packages; an existing PYTHONPATH is kept after it).
+#
+# Before the call, here (network):   make site && make gpu-wheels      (fills gpu-wheels/, ignored)
+# The call, with the device tool's `run`:
+#   command:  bash scripts/gpu-check.sh "$OUT" gpu-wheels
+#   carry:    ["vendor/nano-vllm", "gpu-wheels"]
+#   timeout_s: 540          (the step timeouts below sum to 470 s; about 2 minutes are
+#                           expected, plus the machine's start)
+# Afterwards, here: copy the returned cuda/ folder to traces/cuda and commit it (trace.json,
+# kernels.txt, bandwidth.json hold no upstream text: tests/test_no_upstream_text.py checks); the
+# log is for reading. The site shows the trace on today's lines even after a vendor update.
+#
+# Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
+#   GPU_CHECK_REHEARSE=1 PATH=/path/to/image-venv/bin:$PATH bash scripts/gpu-check.sh OUTDIR gpu-wheels
+# selects device cpu, smaller bandwidth sizes and C++ kernels; every other line is the same.
+# Exit status: 0 when every step passed, 1 otherwise (each step still runs; its log comes back).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-REHEARSE=0
-if [ "${1:-}" = "--rehearse" ]; then REHEARSE=1; shift; fi
-WHEELS="${1:-wheels}"
-ENV_DIR="${GPU_ENV:-.venv-gpu}"
+OUTDIR="${1:?usage: scripts/gpu-check.sh OUTDIR [WHEELS_DIR]}"
+WHEELS="${2:-gpu-wheels}"
+PY="${PYTHON:-python3}"
+REHEARSE="${GPU_CHECK_REHEARSE:-0}"
 if [ "$REHEARSE" = 1 ]; then
-  DEVICE=cpu; LANG_WANTED=cpp; PY="${PYTHON:-.venv/bin/python}"
-  OUT="${GPU_CHECK_OUT:-$(mktemp -d)/cuda}"; TOKENS_BW=4096; ITERS=10
+  DEVICE=cpu; LANG_WANTED=cpp; TOKENS_BW=2048; REPEATS=5; CALLS=5
 else
-  DEVICE=cuda; LANG_WANTED=triton; PY="${PYTHON:-python3}"
-  OUT="${GPU_CHECK_OUT:-traces/cuda}"; TOKENS_BW=32768; ITERS=100
+  DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100
 fi
-mkdir -p "$(dirname "$OUT")"
-LOG="$(dirname "$OUT")/$(basename "$OUT")-gpu-check.log"
-exec > >(tee "$LOG") 2>&1
+if [ -n "${GPU_CHECK_SITE:-}" ]; then SITE="$GPU_CHECK_SITE"
+else WORK="$(mktemp -d)"; SITE="$WORK/site"; trap 'rm -rf "$WORK"' EXIT; fi   # outside OUTDIR: not brought back
+mkdir -p "$OUTDIR" "$(dirname "$SITE")"
+OUTDIR="$(cd "$OUTDIR" && pwd)"; TRACE="$OUTDIR/$DEVICE"
+WHEELS="$(cd "$WHEELS" 2>/dev/null && pwd || echo "$WHEELS")"
+LOG="$OUTDIR/gpu-check.log"
+FAILED=()
 
 step() { printf '\n== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
-
-step "device ($DEVICE$([ "$REHEARSE" = 1 ] && echo ', rehearsal'))"
-test -f vendor/nano-vllm/nanovllm/models/qwen3.py \
-  || { echo "vendor/nano-vllm is missing: run 'annotate vendor sync' before carrying the tree over"; exit 1; }
-if [ "$REHEARSE" = 0 ]; then
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-  "$PY" -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda); sys.exit(0 if torch.cuda.is_available() else 1)' \
-    || { echo "CUDA is not available to $PY; nothing to check"; exit 1; }
-
-  step "environment: image torch/triton + transformers<5 from $WHEELS (offline)"
-  if [ ! -x "$ENV_DIR/bin/python" ]; then
-    "$PY" -m venv --system-site-packages "$ENV_DIR"
+# run NAME SECONDS CMD...: one step under a timeout; a failure is recorded and the next step runs
+run() {
+  local name="$1" limit="$2"; shift 2
+  timeout "$limit" "$@"; local rc=$?
+  if [ "$rc" != 0 ]; then
+    { [ "$rc" = 124 ] && echo "!! $name: timed out after ${limit}s" || echo "!! $name: exit $rc"; } >&2
+    FAILED+=("$name")
   fi
-  test -d "$WHEELS" || { echo "no wheels folder $WHEELS (see the header of this script)"; exit 1; }
-  "$ENV_DIR/bin/python" -m pip install --quiet --no-index --find-links "$WHEELS" \
-    'transformers>=4.51,<5' safetensors xxhash pyyaml
-  "$ENV_DIR/bin/python" -m pip install --quiet --no-index --find-links "$WHEELS" pytest || echo "(pytest not in $WHEELS: GPU test skipped)"
-  PY="$ENV_DIR/bin/python"
+  return 0
+}
+
+versions() {  # what is importable, read from package metadata (importing transformers 5 is not needed)
+  "$PY" - <<'PY'
+import importlib.metadata as md, os, sys
+print("python", sys.version.split()[0], sys.executable)
+print("prefix", sys.prefix, "| base prefix", sys.base_prefix, "| is a venv:", sys.prefix != sys.base_prefix)
+print("PYTHONPATH", os.environ.get("PYTHONPATH", "(unset)"))
+for name in ("torch", "triton", "transformers", "tokenizers", "huggingface-hub", "numpy", "tree-sitter",
+             "tree-sitter-python", "pytest"):
+    try:
+        dist = md.distribution(name)
+        print(f"  {name:<20} {dist.version:<14} {dist.locate_file('')}")
+    except md.PackageNotFoundError:
+        print(f"  {name:<20} (not installed)")
+PY
+}
+
+main() {
+step "interpreter, packages, CUDA and GPU (device $DEVICE$([ "$REHEARSE" = 1 ] && echo ', CPU rehearsal'))"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+versions
+run cuda 30 "$PY" -c '
+import sys, torch
+print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| available:", torch.cuda.is_available())
+if torch.cuda.is_available():
+    print("GPU", torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
+sys.exit(0 if torch.cuda.is_available() or sys.argv[1] == "cpu" else 1)' "$DEVICE"
+test -f vendor/nano-vllm/nanovllm/models/qwen3.py \
+  || { echo "!! vendor/nano-vllm is missing: carry it (run 'make site' or 'annotate vendor sync' first)"; FAILED+=(vendor); }
+
+step "carried wheels from $WHEELS → $SITE (--no-index --no-deps --target)"
+expected=$(grep -v '^\s*#' scripts/gpu-wheels.txt | grep -v '^\s*$' | sed 's/==.*//' | tr '_' '-' | sort | tr '\n' ' ')
+found=$(for w in "$WHEELS"/*.whl; do [ -f "$w" ] && basename "$w" | cut -d- -f1 | tr '_' '-'; done | sort | tr '\n' ' ')
+if [ "$found" != "$expected" ]; then
+  echo "!! $WHEELS holds [$found], expected exactly [$expected] (scripts/gpu-wheels.txt; run 'make gpu-wheels')"
+  FAILED+=(wheels)
+else
+  run install 60 "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \
+    --disable-pip-version-check --target "$SITE" "$WHEELS"/*.whl
 fi
-RUN=(env PYTHONPATH="$PWD" "$PY")
-"${RUN[@]}" -c 'import torch, triton, transformers; print("torch", torch.__version__, "triton", triton.__version__, "transformers", transformers.__version__)'
+export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+versions
+run imports 30 "$PY" -c '
+import transformers, tokenizers, huggingface_hub, torch, triton
+print("imported: transformers", transformers.__version__, "| tokenizers", tokenizers.__version__,
+      "| huggingface-hub", huggingface_hub.__version__, "| torch", torch.__version__, "| triton", triton.__version__)
+assert transformers.__version__.startswith("4."), "the carried transformers < 5 is not the one imported"'
 
 step "$DEVICE trace (qwen3-0.6b shape, 4 layers, 32 tokens, bfloat16)"
-timeout 300 "${RUN[@]}" -m annotate trace --device "$DEVICE" --preset qwen3-0.6b --layers 4 --tokens 32 \
-  --dtype bfloat16 --out "$OUT" --force
+# its report quotes vendored lines: kept beside SITE (not brought back), only its first line is logged
+run trace 210 "$PY" -m annotate trace --device "$DEVICE" --preset qwen3-0.6b --layers 4 --tokens 32 \
+  --dtype bfloat16 --out "$TRACE" --force > "$SITE.trace-report.txt"
+head -n 1 "$SITE.trace-report.txt"
 
-step "kernel source captured ($LANG_WANTED)"
-OUT="$OUT" LANG_WANTED="$LANG_WANTED" "${RUN[@]}" - <<'PY'
+step "kernel source captured ($LANG_WANTED) → $TRACE/kernels.txt"
+run kernels 20 env TRACE="$TRACE" LANG_WANTED="$LANG_WANTED" "$PY" - <<'PY'
 import os
+from pathlib import Path
 from annotate.trace.store import load_trace
-t = load_trace(os.environ["OUT"])
+trace = Path(os.environ["TRACE"])
+t = load_trace(trace)
+blocks = []
 for k in t.kernels:
     print(f"{k['function']:<26} {','.join(k['languages']):<8} {len(k['kernels'])} kernels, {len(k['code'])} chars")
+    for kern in k["kernels"]:
+        blocks.append(f"# ==== {k['function']} ({k['file']}:{k['line']}) kernel {kern['name']} [{kern['language']}]\n"
+                      f"{kern['source']}\n")
+(trace / "kernels.txt").write_text("\n".join(blocks), encoding="utf-8")
 want = os.environ["LANG_WANTED"]
 assert any(want in k["languages"] for k in t.kernels), f"no {want} kernel captured"
 assert t.meta["compiled"]["ran_compiled"], "a compiled function ran its Python body"
 print("compiled paths ran compiled:", t.meta["compiled"]["ran_compiled"])
 PY
 
-step "fused add_rms_forward vs eager body vs device copy"
-timeout 180 "${RUN[@]}" -m annotate.trace.bandwidth --device "$DEVICE" --dtype bfloat16 --tokens "$TOKENS_BW" \
-  --hidden 1024 --iters "$ITERS" --out "$OUT/bandwidth.json"
+step "fused add_rms_forward vs eager body vs copy of the same bytes → $TRACE/bandwidth.json"
+run bandwidth 60 "$PY" -m annotate.trace.bandwidth --device "$DEVICE" --dtype bfloat16 --tokens "$TOKENS_BW" \
+  --hidden 1024 --repeats "$REPEATS" --calls "$CALLS" --out "$TRACE/bandwidth.json"
 
-step "GPU tests"
-if [ "$REHEARSE" = 1 ]; then
-  echo "(rehearsal: the GPU tests skip without CUDA; not run)"
-elif "$PY" -c 'import pytest' 2>/dev/null; then
-  timeout 300 "${RUN[@]}" -m pytest -q -m gpu tests/test_cli_trace.py || echo "GPU tests failed (see above)"
+step "GPU tests (pytest -m gpu; they skip without CUDA)"
+run gpu-tests 60 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_cli_trace.py
+
+step "what comes back from $OUTDIR (at most 8 files, 2 folders deep)"
+(cd "$OUTDIR" && find . -type f | sort | while read -r f; do printf '  %8d  %s\n' "$(stat -c %s "$f")" "$f"; done)
+n=$(find "$OUTDIR" -type f | wc -l); deep=$(find "$OUTDIR" -mindepth 4 -type f | wc -l)
+[ "$n" -le 8 ] && [ "$deep" = 0 ] || { echo "!! $n files ($deep too deep) under $OUTDIR"; FAILED+=(out-limits); }
+if [ "${#FAILED[@]}" = 0 ]; then
+  step "done: every step passed"; return 0
 fi
+step "done with failures: ${FAILED[*]}"; return 1
+}
 
-step "done: $OUT (trace.json, bandwidth.json), $LOG"
+main 2>&1 | tee "$LOG"
+exit "${PIPESTATUS[0]}"

@@ -1,9 +1,23 @@
-"""scripts/gpu-check.sh, rehearsed on the CPU: every step of the device check runs here first, so a
-lent GPU's minutes are not spent finding a typo. (The real run needs CUDA and is done by hand.)"""
+"""scripts/gpu-check.sh, rehearsed on the CPU against a copy of the GPU image's layout.
+
+The lent H200 image (device notes, KINDS.md) has a `python3` that is itself a virtual environment
+holding torch, triton 3.6, transformers 5.x, tokenizers 0.23 and huggingface-hub 1.x, and no
+tree-sitter. Here that layout is rebuilt from real packages: a venv made from this project's base
+interpreter, with torch 2.13.0 (CPU), triton 3.6, transformers 5.17.0, tokenizers 0.23.2,
+huggingface-hub 1.33.0, numpy, safetensors, xxhash, pyyaml, requests, regex, tqdm and pytest
+installed into it (each is in the image), and no
+tree-sitter (cached under .cache/gpu-rehearsal/, keyed by those versions). Then the exact GPU
+command runs with GPU_CHECK_REHEARSE=1 (device cpu; every install and PYTHONPATH line the same),
+carrying the cp311 builds of the five wheels of scripts/gpu-wheels.txt. The script of commit
+16d644e is run against the same layout and must fail.
+"""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,23 +26,178 @@ import pytest
 
 from conftest import ROOT, _need_vendor
 
-pytestmark = pytest.mark.slow
+#: what the image holds that matters here (KINDS.md, 2026-11); torch is this project's CPU pin
+IMAGE_PACKAGES = ("torch==2.13.0", "triton==3.6.0", "transformers==5.17.0", "tokenizers==0.23.2",
+                  "huggingface-hub==1.33.0", "numpy", "safetensors", "xxhash", "pyyaml", "requests", "regex",
+                  "tqdm", "pytest")
+CACHE = ROOT / ".cache" / "gpu-rehearsal"
+OLD_SCRIPT_COMMIT = "16d644e"
+PYVER = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+BLOCK_TREE_SITTER = """
+import sys
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tree_sitter", "tree_sitter_python"):
+            raise ModuleNotFoundError(f"blocked: {name}", name=name)
+sys.meta_path.insert(0, Blocker())
+"""
 
 
-def test_the_gpu_check_runs_end_to_end_as_a_cpu_rehearsal(tmp_path: Path) -> None:
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
+
+
+def _base_python() -> str:
+    """This project's interpreter without its venv (the image's venv is made from a plain Python)."""
+    for name in (f"python{PYVER}", "python3"):
+        exe = Path(sys.base_prefix) / "bin" / name
+        if exe.is_file():
+            return str(exe)
+    pytest.skip(f"no base interpreter under {sys.base_prefix}")
+
+
+def image_python() -> Path:
+    """The rehearsal's image interpreter: a venv with IMAGE_PACKAGES and no tree-sitter (built once)."""
+    key = hashlib.sha256(" ".join(IMAGE_PACKAGES).encode()).hexdigest()[:12]
+    env = CACHE / f"image-py{PYVER}-{key}"
+    py = env / "bin" / "python"
+    if (env / ".complete").is_file():
+        return py
+    wheels = CACHE / "image-wheels"
+    got = _run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(wheels),
+                *IMAGE_PACKAGES])
+    if got.returncode != 0:
+        pytest.skip(f"cannot download the image's packages: {got.stderr.strip().splitlines()[-1:]}")
+    for stale in CACHE.glob(f"image-py{PYVER}-*"):     # an image of other versions (about 2 GB each)
+        subprocess.run(["rm", "-rf", str(stale)], check=True)
+    made = _run([_base_python(), "-m", "venv", str(env)])
+    assert made.returncode == 0, made.stderr
+    inst = _run([str(py), "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(wheels),
+                 *IMAGE_PACKAGES])
+    assert inst.returncode == 0, inst.stderr[-2000:]
+    (env / ".complete").write_text("\n".join(IMAGE_PACKAGES) + "\n", encoding="utf-8")
+    return py
+
+
+def carried_wheels() -> Path:
+    """The five wheels of scripts/gpu-wheels.txt for this Python (the GPU run carries the cp312 ones)."""
+    dest = CACHE / f"carried-py{PYVER}"
+    if len(list(dest.glob("*.whl"))) != 5:
+        subprocess.run(["rm", "-rf", str(dest)], check=True)
+        got = _run(["bash", str(ROOT / "scripts" / "gpu-wheels.sh"), str(dest), PYVER],
+                   cwd=ROOT, env=dict(os.environ, PYTHON=sys.executable))
+        if got.returncode != 0:
+            pytest.skip(f"cannot download the carried wheels: {got.stderr.strip().splitlines()[-1:]}")
+    return dest
+
+
+def test_the_trace_cli_imports_without_tree_sitter() -> None:
+    """`annotate trace` (parser and every module of the trace path) must not need tree-sitter: the image lacks it."""
+    code = BLOCK_TREE_SITTER + """
+from annotate.cli import build_parser
+args = build_parser().parse_args(["trace", "--preset", "tiny"])
+assert args.func.__module__ == "annotate.cli.trace"
+import annotate.trace.pipeline, annotate.trace.report, annotate.trace.runtime, annotate.trace.bandwidth
+import annotate.trace.store
+print("ok")
+"""
+    proc = _run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+    blocked = _run([sys.executable, "-c", BLOCK_TREE_SITTER + "import annotate.source"], cwd=ROOT)
+    assert blocked.returncode != 0 and "blocked: tree_sitter" in blocked.stderr   # the blocker does block
+
+
+def test_the_wheel_list_carries_exactly_five_and_never_numpy_or_pytest() -> None:
+    lines = [ln.strip() for ln in (ROOT / "scripts" / "gpu-wheels.txt").read_text().splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    names = {ln.split("==")[0] for ln in lines}
+    assert names == {"transformers", "tokenizers", "huggingface-hub", "tree-sitter", "tree-sitter-python"}
+    assert all("==" in ln for ln in lines)
+
+
+def test_the_step_timeouts_fit_one_device_command() -> None:
+    text = (ROOT / "scripts" / "gpu-check.sh").read_text(encoding="utf-8")
+    limits = [int(x) for x in re.findall(r"^\s*run [\w-]+ (\d+) ", text, re.M)]
+    assert len(limits) >= 6 and sum(limits) <= 480, limits
+
+
+@pytest.mark.slow
+def test_a_venv_made_from_the_image_python_cannot_see_its_torch(tmp_path: Path) -> None:
+    """Why the old recipe (`python3 -m venv --system-site-packages`) broke: the image's python3 is a
+    venv, so a venv made from it sees the base interpreter's packages, not the image's torch."""
+    image = image_python()
+    child = tmp_path / "child"
+    assert _run([str(image), "-m", "venv", "--without-pip", "--system-site-packages", str(child)]).returncode == 0
+    assert _run([str(image), "-c", "import torch"]).returncode == 0
+    proc = _run([str(child / "bin" / "python"), "-c", "import torch"])
+    assert proc.returncode != 0 and "No module named 'torch'" in proc.stderr
+
+
+def travelling_tree(dest: Path, wheels: Path) -> Path:
+    """What reaches the device: the tracked files (no .git, nothing ignored) plus the carried paths
+    vendor/nano-vllm and gpu-wheels, as the device tool's `run` sends them."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, names.decode().split("\0")):
+        src = ROOT / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    shutil.copytree(ROOT / "vendor" / "nano-vllm", dest / "vendor" / "nano-vllm")
+    shutil.copytree(wheels, dest / "gpu-wheels")
+    return dest
+
+
+@pytest.mark.slow
+def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: Path) -> None:
     _need_vendor()
-    out = tmp_path / "cuda"
-    committed = ROOT / "traces" / "cuda"
-    existed = committed.exists()
-    env = dict(os.environ, PYTHON=sys.executable, GPU_CHECK_OUT=str(out))
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), "--rehearse"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    trace = json.loads((out / "trace.json").read_text(encoding="utf-8"))
+    image, wheels = image_python(), carried_wheels()
+    assert _run([str(image), "-c", "import tree_sitter"]).returncode != 0          # the image lacks it
+    tree = travelling_tree(tmp_path / "tree", wheels)
+    out = tmp_path / "OUT"
+    # the image's python3 first on PATH, as there; PYTHON and GPU_CHECK_SITE unset, as there
+    env = dict(os.environ, PATH=f"{image.parent}:{os.environ.get('PATH', '')}", GPU_CHECK_REHEARSE="1",
+               PYTHONPATH="/kept/from/before", PYTHONUNBUFFERED="1", TMPDIR=str(tmp_path))
+    for name in ("VIRTUAL_ENV", "PYTHON", "GPU_CHECK_SITE"):
+        env.pop(name, None)
+    # the documented command, run where the tree lands
+    proc = _run(["bash", "scripts/gpu-check.sh", str(out), "gpu-wheels"], cwd=tree, env=env)
+    log = (out / "gpu-check.log").read_text(encoding="utf-8")
+    assert proc.returncode == 0, log[-4000:]
+    head = log[: log.index("== carried wheels")]
+    assert f"python {PYVER}" in head and "is a venv: True" in head and "transformers         5.17.0" in head
+    assert "tree-sitter          (not installed)" in head and "torch 2.13.0" in head
+    assert re.search(rf"^python {PYVER}\.\d+ {re.escape(str(image.parent))}/python3?$", head, re.M)  # from PATH
+    site = re.search(r"^PYTHONPATH (\S+?):" + re.escape(f"{tree}:/kept/from/before") + "$", log, re.M)
+    assert site and site[1].endswith("/site") and not Path(site[1]).exists()   # its temp folder removed
+    assert "imported: transformers 4.57.6 | tokenizers 0.22.2 | huggingface-hub 0.36.2" in log
+    trace = json.loads((out / "cpu" / "trace.json").read_text(encoding="utf-8"))
     assert trace["meta"]["compiled"]["ran_compiled"] and trace["meta"]["device"] == "cpu"
-    bandwidth = json.loads((out / "bandwidth.json").read_text(encoding="utf-8"))
+    assert trace["meta"]["versions"]["transformers"] == "4.57.6"
+    assert "cpp_fused" in (out / "cpu" / "kernels.txt").read_text(encoding="utf-8")
+    bandwidth = json.loads((out / "cpu" / "bandwidth.json").read_text(encoding="utf-8"))
+    assert bandwidth["method"]["timer"] == "time.perf_counter around the loop"
     assert 0 < bandwidth["fraction_of_copy"]["fused"] and bandwidth["fused_vs_eager"]["x"]["max_ulps"] <= 2
-    log = (tmp_path / "cuda-gpu-check.log").read_text(encoding="utf-8")
-    for step in ("trace (qwen3-0.6b shape", "kernel source captured (cpp)", "device copy", "done:"):
-        assert step in log, step
-    assert committed.exists() == existed          # a rehearsal writes nothing into traces/
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert len(files) <= 8 and all(len(p.relative_to(out).parts) <= 3 for p in files), files
+    assert not (tree / "traces").exists() and not (ROOT / "traces" / "cuda").exists()   # all of it under OUT
+    assert "done: every step passed" in log
+
+
+@pytest.mark.slow
+def test_the_old_gpu_check_fails_in_the_image_layout(tmp_path: Path) -> None:
+    """The script (and code) of 16d644e, rehearsed with the image's interpreter: it dies before tracing."""
+    _need_vendor()
+    image = image_python()
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", OLD_SCRIPT_COMMIT], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    (old / "vendor" / "nano-vllm").symlink_to(ROOT / "vendor" / "nano-vllm")
+    out = tmp_path / "cuda"
+    env = dict(os.environ, PYTHON=str(image), GPU_CHECK_OUT=str(out))
+    env.pop("VIRTUAL_ENV", None)
+    proc = _run(["bash", str(old / "scripts" / "gpu-check.sh"), "--rehearse"], cwd=old, env=env)
+    assert proc.returncode != 0
+    assert "No module named 'tree_sitter" in proc.stdout + proc.stderr
+    assert not (out / "trace.json").exists()

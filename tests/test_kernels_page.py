@@ -55,7 +55,9 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
                         for x in k["kernels"]]
     (cuda / "trace.json").write_text(json.dumps(payload), encoding="utf-8")
     (cuda / "bandwidth.json").write_text(json.dumps({
-        "device_name": "NVIDIA H200", "dtype": "bfloat16", "tokens": 32768, "hidden": 1024, "iters": 50,
+        "device_name": "NVIDIA H200", "dtype": "bfloat16", "tokens": 32768, "hidden": 1024,
+        "method": {"timer": "CUDA events recorded around the loop, then synchronised", "warmup_calls": 10,
+                   "calls_per_repeat": 100, "repeats": 20},
         "bytes_moved": 268437504, "median_s": {"fused": 1e-4, "eager": 4e-4, "copy": 8e-5},
         "bandwidth_GBps": {"fused": 2684.4, "eager": 671.1, "copy": 3355.4},
         "fraction_of_copy": {"fused": 0.8, "eager": 0.2}, "fused_speedup_vs_eager": 4.0}), encoding="utf-8")
@@ -64,6 +66,7 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
     page = kernels_page.render(REPO, traces, href)
     assert "Triton" in page and "triton_red_fused" in page and "Inductor C++" in page
     assert "实测带宽 Achieved bandwidth" in page and "2684 GB/s" in page and "80%" in page
+    assert "median of 20 repeats × 100 calls after 10 warm-up calls; CUDA events" in page
 
 
 class _OneFunction:

@@ -104,8 +104,14 @@ def test_compiled_paths_ran_compiled(tiny_trace) -> None:
     assert c["ran_compiled"] and c["eager_escapes"] == {}
     assert c["dynamo_first_run"]["unique_graphs"] >= 4 and c["dynamo_while_recording"]["unique_graphs"] == 0
     assert c["recording_changed_output"] is False
-    # later calls were proved compiled by Inductor's graph count, after the tracer vouched for it
-    assert set(c["graph_count_trusted"]) == set(c["compiled_calls"]) and all(c["graph_count_trusted"].values())
+    # <= 3.11: later calls were proved compiled by Inductor's graph count, after the tracer vouched
+    # for it; 3.12+ (the GPU image) never sets the tracer aside, so no count is trusted there
+    # (that path is simulated in test_graphs.py on 3.11)
+    import annotate.trace.recorder as recorder_mod
+
+    trusted = c["graph_count_trusted"]
+    assert set(trusted) == set(c["compiled_calls"])
+    assert all(trusted.values()) if recorder_mod._SUSPEND else not any(trusted.values())
 
 
 def test_copies_are_shared_and_the_report_says_how_many(tiny_trace) -> None:
@@ -167,9 +173,18 @@ def test_bandwidth_timing_runs_on_this_device(tmp_path) -> None:
     _need_vendor()
     from annotate.trace import bandwidth
 
-    result = bandwidth.measure(ROOT, device="cpu", tokens=64, hidden=64, iters=3)
+    result = bandwidth.measure(ROOT, device="cpu", tokens=64, hidden=64, repeats=3, calls=4, warmup=2)
     assert result["bytes_moved"] == (4 * 64 * 64 + 64) * 2
+    assert result["method"]["timer"] == "time.perf_counter around the loop"
+    assert (result["method"]["repeats"], result["method"]["calls_per_repeat"]) == (3, 4)
+    for timing in result["seconds_per_call"].values():
+        assert len(timing["repeats"]) == 3 and timing["min"] <= timing["median"] <= timing["max"]
+    copy_bw = result["bytes_moved"] / result["median_s"]["copy"] / 1e9
+    assert result["bandwidth_GBps"]["copy"] == pytest.approx(copy_bw)
+    assert result["fraction_of_copy"]["fused"] == pytest.approx(result["median_s"]["copy"] / result["median_s"]["fused"])
     assert set(result["median_s"]) == {"fused", "eager", "copy"} and all(v > 0 for v in result["median_s"].values())
     assert result["fused_vs_eager"]["residual"]["max_ulps"] == 0 and result["fused_vs_eager"]["x"]["max_ulps"] <= 2
     with pytest.raises(ValueError, match="in place"):
-        bandwidth.measure(ROOT, device="cpu", dtype="float32", tokens=8, hidden=8, iters=1)
+        bandwidth.measure(ROOT, device="cpu", dtype="float32", tokens=8, hidden=8, repeats=1, calls=1)
+    with pytest.raises(ValueError, match="at least 1"):
+        bandwidth.measure(ROOT, device="cpu", tokens=8, hidden=8, calls=0)

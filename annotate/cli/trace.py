@@ -53,6 +53,6 @@ def run(args: argparse.Namespace) -> int:
     result = run_trace(TraceRequest(opts, out, args.force, args.full_tensors, args.if_stale), progress)
     if result.skipped:
         return 0
-    print(render(result.payload, str(result.out)))
+    print(render(result.payload, str(result.out), root))
     print(progress.breakdown())
     return 0

@@ -5,7 +5,6 @@ import argparse
 import json
 
 from annotate.progress import Progress
-from annotate import update
 
 DESCRIPTION = """\
 Move the vendor pin to another upstream commit of nano-vllm.
@@ -36,6 +35,8 @@ def register(actions: argparse._SubParsersAction) -> None:
 
 def run_update(args: argparse.Namespace) -> int:
     """Plan, report, and (unless --dry-run) apply; bad input is one UserError line, nothing written."""
+    from annotate import update  # imported here: it needs tree-sitter, which `annotate trace` must not
+
     progress = Progress()
     root = args.root
     update.read_lock(root / update.LOCK_NAME)

@@ -179,6 +179,15 @@ def _kernels(view: TraceView, function: str, opened: bool = True) -> str:
     return "".join(out)
 
 
+def _method(bw: dict) -> str:
+    """How the timings were taken, from the JSON's "method" (older files: "iters" single-call timings)."""
+    m = bw.get("method")
+    if not isinstance(m, dict):
+        return f"中位数 median of {bw.get('iters', '?')} single calls"
+    return (f"中位数 median of {m.get('repeats', '?')} repeats × {m.get('calls_per_repeat', '?')} calls "
+            f"after {m.get('warmup_calls', '?')} warm-up calls; {m.get('timer', '?')}")
+
+
 def _bandwidth(view: TraceView, bw: dict) -> str:
     """The GPU check's timings: median time and achieved bandwidth of fused, eager and a plain copy."""
     med, gbps, frac = bw.get("median_s", {}), bw.get("bandwidth_GBps", {}), bw.get("fraction_of_copy", {})
@@ -186,7 +195,7 @@ def _bandwidth(view: TraceView, bw: dict) -> str:
                    f"<td>{'—' if k not in frac else f'{frac[k]:.0%}'}</td></tr>" for k in ("fused", "eager", "copy"))
     return (f'<p><b>实测带宽 Achieved bandwidth</b> ({esc(bw.get("device_name", view.label))}, {esc(bw.get("dtype"))}, '
             f'{num(bw.get("tokens"))} × {num(bw.get("hidden"))}, {human_bytes(bw.get("bytes_moved", 0))} moved per call, '
-            f'median of {num(bw.get("iters"))}; speed-up vs eager ×{num(bw.get("fused_speedup_vs_eager"), 3)})</p>'
+            f'{esc(_method(bw))}; speed-up vs eager ×{num(bw.get("fused_speedup_vs_eager"), 3)})</p>'
             f'<div class="an-table"><table><thead><tr><th></th><th>median</th><th>bandwidth</th><th>of copy</th></tr>'
             f'</thead><tbody>{rows}</tbody></table></div>')
 

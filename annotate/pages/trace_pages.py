@@ -59,7 +59,7 @@ def overview(view: TraceView, traces: TraceSet) -> str:
     """Which traces the site shows, the flow diagram, the two plots."""
     svg = flow.render_svg(flow.extract(view.trace), _href(INDEX))
     listing = "\n".join(f"| `traces/{esc(v.key)}` | {esc(v.label)} | {esc(v.trace.provenance())} | "
-                        f"{'过期 stale' if v.warning() else '当前 current'} |" for v in traces.views)
+                        f"{esc(v.status())} |" for v in traces.views)
     return (
         "---\ntitle: 运行轨迹 Trace\n---\n# 运行轨迹：两个变量的流动 — the recorded run\n\n"
         "`annotate trace` 运行了真正的 nano-vllm（编译过的函数仍以编译版运行），记录每一行之后的张量，并与 HF transformers "

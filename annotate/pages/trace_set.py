@@ -8,6 +8,12 @@ so a stale trace is refused there; ``annotate trace --if-stale`` (the Makefile's
 re-runs the default traces, so the default flow never meets one. ``annotate build --no-strict``
 shows the fresh files and marks the stale ones.
 
+Traces of format 2 carry per-line hashes: their records are placed on today's lines through a line
+map (annotate/trace/placement.py) instead of being withheld, and the lines that are gone are shown
+as "recorded at <pin>". A committed device (GPU) trace cannot be recorded again on this machine, so
+its warning is a notice: the strict build reports it and goes on (`TraceSet.notices`), while a stale
+CPU trace is still refused (`TraceSet.refusals`).
+
 A truncated or wrong-version ``trace.json`` raises the store's one-line :class:`UserError`.
 """
 from __future__ import annotations
@@ -50,14 +56,70 @@ class TraceView:
         name = f" ({self.trace.meta['device_name']})" if self.device != "cpu" else ""
         return f"{dev} · {self.dtype}{extra}{name}"
 
+    @property
+    def placed(self) -> bool:
+        """Whether the trace carries line hashes (format 2), so its records sit on today's lines even
+        after the vendored files changed (annotate/trace/placement.py) instead of being withheld."""
+        return bool(self.trace.vendor.get("line_hashes")) and self.trace.placement is not None
+
+    @property
+    def rerecordable(self) -> bool:
+        """A CPU trace can be recorded again here (`make site`); a device trace (GPU) cannot."""
+        return self.device == "cpu"
+
+    @property
+    def pin(self) -> str:
+        return str((self.trace.vendor.get("upstream") or {}).get("commit") or "?")
+
+    def gone(self) -> dict[str, list[int]]:
+        """Recorded lines that no longer exist in today's vendored files (per file)."""
+        return self.trace.placement.gone() if self.placed else {}
+
     def fresh_for(self, path: str) -> bool:
         """Whether this trace's values may be shown on the page of vendored file `path`."""
+        if self.placed:
+            return True
         return not self.pin_moved and path not in self.stale
+
+    def status(self) -> str:
+        """The trace's state for readers, Chinese first: current, placed from another pin, or stale."""
+        if not self.warning():
+            return "当前 current"
+        if self.placed:
+            gone = sum(len(v) for v in self.gone().values())
+            return (f"记录于 {self.pin[:10]}，已按行映射放到今天的行上"
+                    + (f"；{gone} 行已不存在" if gone else "")
+                    + f" — recorded at {self.pin[:10]}, placed on today's lines through the line map"
+                    + (f"; {gone} recorded line(s) no longer exist" if gone else ""))
+        return "过期 stale"
+
+    def file_notice(self, path: str) -> str | None:
+        """For the page of `path`, Chinese first: this trace was recorded at another pin or on other
+        bytes and placed on today's lines; which recorded lines are gone. None when nothing moved."""
+        if not self.placed or path not in self.trace.files():
+            return None
+        fp = self.trace.placement.files.get(path)
+        if fp is None or not (fp.moved or fp.gone or self.pin_moved or path in self.changed):
+            return None
+        gone = sorted(fp.gone)
+        lines = ", ".join(f"L{n}" for n in gone[:8]) + (" …" if len(gone) > 8 else "")
+        return (f"traces/{self.key}（{self.label}）记录于 {self.pin[:10]}，已按行映射放到今天的行上"
+                + (f"；记录时的 {lines} 今天已不存在，其值不显示" if gone else "")
+                + f" — recorded at {self.pin[:10]} and placed on today's lines through the line map"
+                + (f"; recorded {lines} no longer exist, their values are not shown" if gone else ""))
 
     def warning(self) -> str | None:
         """One line for the build log when (part of) this trace is stale, else None."""
         if not self.pin_moved and not self.changed:
             return None
+        if self.placed:
+            gone = self.gone()
+            lost = "; ".join(f"{f}: line(s) {', '.join(map(str, ls[:6]))}" for f, ls in gone.items())
+            again = (f" — rerun `annotate trace --out traces/{self.key} --force` to record it again"
+                     if self.rerecordable else " — a device trace: it cannot be recorded again here")
+            return (f"traces/{self.key}: recorded at {self.pin[:12]} ({self.device}), placed on today's lines "
+                    f"through the line map" + (f"; gone, shown as recorded at {self.pin[:12]}: {lost}" if gone else "")
+                    + again)
         files = self.changed
         what = ("made at another upstream commit" if self.pin_moved
                 else f"made from other bytes of {', '.join(files[:4])}{' …' if len(files) > 4 else ''}")
@@ -93,6 +155,14 @@ class TraceSet:
     def warnings(self) -> list[str]:
         return [w for w in (v.warning() for v in self.views) if w]
 
+    def refusals(self) -> list[str]:
+        """Warnings a strict build fails on: stale traces that can be recorded again here (CPU)."""
+        return [w for w in (v.warning() for v in self.views if v.rerecordable) if w]
+
+    def notices(self) -> list[str]:
+        """Warnings a strict build only reports: committed device traces that cannot be re-recorded here."""
+        return [w for w in (v.warning() for v in self.views if not v.rerecordable) if w]
+
 
 def _order(view: TraceView) -> tuple:
     """Default trace first, then CPU before GPU, bfloat16 before the others, then by key."""
@@ -104,7 +174,7 @@ def load_traces(root: Path, upstream_commit: str | None) -> TraceSet:
     views = []
     here = local_hashes(root / VENDOR_DIR)  # hashed once for all traces
     for folder in find_traces(root):
-        trace = load_trace(folder)
+        trace = load_trace(folder, root)
         traced_commit = (trace.vendor.get("upstream") or {}).get("commit")
         moved = bool(upstream_commit and traced_commit and traced_commit != upstream_commit)
         changed = trace.vendor_mismatch(root, here)

@@ -62,6 +62,10 @@ class ValuesPanel:
             parts.append('<div><b>运行值 Values</b> 点击（或用 Tab 聚焦后按 Enter）带 ▸ 的行，查看该行在记录运行中产生的张量 — '
                          'click (or focus and press Enter) a traced line to see what it produced: '
                          + "; ".join(esc(v.label) for v in views) + "</div>")
+        for v in views:   # placed from another pin (annotate/trace/placement.py): say so
+            notice = v.file_notice(path)
+            if notice:
+                parts.append(f'<div class="an-stale"><b>记录于另一版本 Recorded at another pin</b> {esc(notice)}</div>')
         for v in stale:
             parts.append(f'<div class="an-stale"><b>过期 Stale</b> traces/{esc(v.key)} ({esc(v.label)}) was made from '
                          f'other bytes of this file; its values are not shown here, since they could sit on the wrong '

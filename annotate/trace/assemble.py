@@ -76,7 +76,7 @@ def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[
         vars_ = [_var_payload(rid, v, per_copy(rid, v), r.aliases) for v in r.vars]
         out.append({"id": rid, "function": r.function, "file": r.file, "line": r.line, "end_line": r.end_line,
                     "kind": r.kind, "source": r.source, "layer": r.layer, "module": r.module, "call": r.call,
-                    "hit": r.hit, "order": r.order, "text": r.text, "vars": vars_,
+                    "hit": r.hit, "order": r.order, "vars": vars_,
                     "aliases": [{"names": g.names, "same": g.same} for g in r.aliases]})
     return out, tensors
 
@@ -127,13 +127,14 @@ def kernels_payload(rec: Recorder, capture: KernelCapture, first_index: int) -> 
 
 
 def functions_payload(rec: Recorder) -> list[dict[str, Any]]:
-    """Static facts about each function: file, def line, statements (text and what they assign)."""
+    """Static facts about each function: file, def line, statements (lines and what they assign; no
+    text: a trace holds no upstream code, pages read the statement from the vendored file)."""
     out = []
     for info in rec.code_infos():
         kind = "traced" if info.code in rec.traced else ("compiled" if info.qualname in rec.originals else "helper")
         stmts = {s.start: s for s in info.statements.values()}
         out.append({"name": info.qualname, "file": info.file, "def_line": info.def_line, "kind": kind,
-                    "statements": [{"line": s.start, "end_line": s.end, "text": s.text, "targets": list(s.targets)}
+                    "statements": [{"line": s.start, "end_line": s.end, "targets": list(s.targets)}
                                    for s in sorted(stmts.values(), key=lambda s: s.start)]})
     return out
 
@@ -189,7 +190,7 @@ def flow_payload(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     for v in r["vars"] if v["name"] in FLOW_NAMES}
             if held:
                 out.append({"record": r["id"], "function": r["function"], "file": r["file"], "line": r["line"],
-                            "kind": r["kind"], "layer": r["layer"], "text": r["text"], "held": held})
+                            "kind": r["kind"], "layer": r["layer"], "held": held})
     return out
 
 

@@ -1,10 +1,17 @@
-"""Time the fused `RMSNorm.add_rms_forward` against its eager body and a device copy of the same bytes.
+"""Time the fused `RMSNorm.add_rms_forward` against its eager body and a copy of the same bytes.
 
 The fused kernel reads x, residual and γ and writes the normalised x and the new residual:
 (4·T·H + H) elements. A plain device copy moving the same number of bytes (half read, half
 written) is the practical bandwidth ceiling; the fused kernel's achieved bandwidth is reported as a
-fraction of it. CUDA is timed with events, CPU with perf_counter (the module runs on both, so the
-code path the GPU check uses is exercised here too).
+fraction of it.
+
+Method (written into the JSON as "method"): each function is first called `warmup` times (the
+first fused call compiles); then, `repeats` times, ONE timer pair brackets a loop of `calls` calls
+and the time per call is the loop's time divided by `calls`, so launch gaps between calls are
+amortised instead of being counted once per call; the figure reported is the median over the
+repeats (min and max are kept beside it). CUDA is timed with CUDA events recorded on the stream
+around the loop (then synchronised), CPU with time.perf_counter around the same loop, so the CPU
+rehearsal runs the same code path. The copy reference is measured the same way on the same bytes.
 
     python -m annotate.trace.bandwidth --device cuda --out traces/cuda/bandwidth.json
 """
@@ -22,34 +29,52 @@ import torch
 from annotate.trace import provenance, runtime
 from annotate.trace.recorder import unwrap_compiled
 
+LoopTimer = Callable[[Callable[[], Any], int], float]
 
-def _timer(device: torch.device) -> Callable[[Callable[[], Any], int], list[float]]:
-    """A function timing `fn` `iters` times on `device`, returning seconds per call."""
-    def cuda(fn: Callable[[], Any], iters: int) -> list[float]:
-        out = []
-        for _ in range(iters):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end) / 1e3)
-        return out
 
-    def cpu(fn: Callable[[], Any], iters: int) -> list[float]:
-        out = []
-        for _ in range(iters):
-            t0 = time.perf_counter()
+def loop_timer(device: torch.device) -> LoopTimer:
+    """A function running `fn` `calls` times back to back under one timer pair; seconds per call."""
+    def cuda(fn: Callable[[], Any], calls: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
             fn()
-            out.append(time.perf_counter() - t0)
-        return out
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / calls
+
+    def cpu(fn: Callable[[], Any], calls: int) -> float:
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        return (time.perf_counter() - t0) / calls
 
     return cuda if device.type == "cuda" else cpu
 
 
+def time_per_call(timer: LoopTimer, fn: Callable[[], Any], *, warmup: int, calls: int, repeats: int) -> dict[str, Any]:
+    """Warm `fn` up, then time `repeats` loops of `calls` calls: median, min, max and every repeat (s/call)."""
+    timer(fn, warmup)
+    per_call = [timer(fn, calls) for _ in range(repeats)]
+    return {"median": statistics.median(per_call), "min": min(per_call), "max": max(per_call), "repeats": per_call}
+
+
+def method(device: torch.device, warmup: int, calls: int, repeats: int) -> dict[str, Any]:
+    """How the numbers were measured, written beside them."""
+    clock = ("CUDA events recorded around the loop, then synchronised" if device.type == "cuda"
+             else "time.perf_counter around the loop")
+    return {"timer": clock, "warmup_calls": warmup, "calls_per_repeat": calls, "repeats": repeats,
+            "statistic": "median over repeats of (loop time / calls); min and max beside it",
+            "bytes": "fused and eager: read x, residual, weight; write x, residual = (4*T*H + H) elements; "
+                     "copy: dst.copy_(src) of bytes_moved/2 bytes (read + write = bytes_moved)",
+            "bandwidth": "bytes_moved / median seconds per call"}
+
+
 def measure(root: Path, device: str = "cuda", dtype: str = "bfloat16", tokens: int = 32768, hidden: int = 1024,
-            iters: int = 50) -> dict[str, Any]:
-    """Median time and achieved bandwidth of fused, eager and copy; fractions of copy bandwidth."""
+            repeats: int = 20, calls: int = 100, warmup: int = 10) -> dict[str, Any]:
+    """Median time per call and achieved bandwidth of fused, eager and copy; fractions of copy bandwidth."""
+    if min(repeats, calls, warmup) < 1:
+        raise ValueError(f"repeats, calls and warmup must be at least 1 (got {repeats}, {calls}, {warmup})")
     dev = runtime.check_device(device)
     dt = runtime.check_dtype(dev, dtype)
     if dt == torch.float32:
@@ -66,20 +91,21 @@ def measure(root: Path, device: str = "cuda", dtype: str = "bfloat16", tokens: i
     dst = torch.empty_like(src)
     fns = {"fused": lambda: norm.add_rms_forward(x, res), "eager": lambda: eager_body(norm, x, res),
            "copy": lambda: dst.copy_(src)}
-    timer = _timer(dev)
+    timer = loop_timer(dev)
     with torch.inference_mode():
-        for fn in fns.values():   # warm-up; the first fused call compiles
-            timer(fn, 3)
-        med = {k: statistics.median(timer(fn, iters)) for k, fn in fns.items()}
+        timings = {k: time_per_call(timer, fn, warmup=warmup, calls=calls, repeats=repeats) for k, fn in fns.items()}
         fused_out, eager_out = fns["fused"](), fns["eager"]()
+    med = {k: v["median"] for k, v in timings.items()}
     bw = {k: moved / v for k, v in med.items()}
     from annotate.trace.numerics import distance
 
     return {
         "what": "RMSNorm.add_rms_forward: fused (torch.compile) vs eager body vs device copy of the same bytes",
         "device": dev.type, "device_name": provenance.device_name(dev), "dtype": dtype,
-        "tokens": tokens, "hidden": hidden, "bytes_moved": moved, "iters": iters,
-        "median_s": med, "bandwidth_GBps": {k: v / 1e9 for k, v in bw.items()},
+        "tokens": tokens, "hidden": hidden, "bytes_moved": moved,
+        "method": method(dev, warmup, calls, repeats),
+        "seconds_per_call": timings, "median_s": med,
+        "bandwidth_GBps": {k: v / 1e9 for k, v in bw.items()},
         "fraction_of_copy": {"fused": bw["fused"] / bw["copy"], "eager": bw["eager"] / bw["copy"]},
         "fused_speedup_vs_eager": med["eager"] / med["fused"],
         "fused_vs_eager": {n: distance(a, b).__dict__ for n, a, b in
@@ -95,10 +121,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     p.add_argument("--tokens", type=int, default=32768)
     p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--iters", type=int, default=50)
+    p.add_argument("--repeats", type=int, default=20, help="timed loops; the median is reported")
+    p.add_argument("--calls", type=int, default=100, help="calls inside one timed loop")
+    p.add_argument("--warmup", type=int, default=10, help="untimed calls first (the first fused call compiles)")
     p.add_argument("--out", type=Path, help="write the result as JSON here (stdout otherwise)")
     args = p.parse_args(argv)
-    result = measure(args.root, args.device, args.dtype, args.tokens, args.hidden, args.iters)
+    result = measure(args.root, args.device, args.dtype, args.tokens, args.hidden, args.repeats, args.calls, args.warmup)
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -43,6 +43,16 @@ class CompiledModule:
     kernels: list[Kernel] = field(default_factory=list)
 
 
+#: Inductor's origin comments (`# File: <path>:<line> in <fn>, code: <the Python statement>`) quote the
+#: traced source; a trace is data we may commit, so those lines are dropped at capture
+_SOURCE_COMMENT = re.compile(r"^[ \t]*#.*\bcode: .*$\n?", re.M)
+
+
+def without_source_comments(code: str) -> str:
+    """`code` without the comment lines in which Inductor quotes the Python statements it compiled."""
+    return _SOURCE_COMMENT.sub("", code)
+
+
 def split_kernels(code: str) -> list[Kernel]:
     """The kernels defined in an output module, with their language."""
     out = []
@@ -82,6 +92,7 @@ class KernelCapture:
 
     def add(self, code: str) -> None:
         """Attribute one output module to the function whose compile started last."""
+        code = without_source_comments(code)
         file, line, name = self.current or ("?", 0, "?")
         with self._lock:
             self.modules.append(CompiledModule(file, line, name, len(self.modules), code, split_kernels(code)))

@@ -10,12 +10,19 @@ from typing import Any
 import torch
 
 from annotate.errors import UserError
-from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, read_lock
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, line_hashes, read_lock
 from annotate.vendoring.sync import local_hashes
 
 
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def vendor_line_hashes(root: Path) -> dict[str, list[str]]:
+    """Per vendored Python file, the hash of every line (the lock's scheme): how a trace, which holds
+    no source text, finds its statements again on later bytes (annotate/trace/placement.py)."""
+    vendor = root / VENDOR_DIR
+    return {rel: line_hashes((vendor / rel).read_bytes()) for rel in sorted(local_hashes(vendor)) if rel.endswith(".py")}
 
 
 def vendor_facts(root: Path) -> dict[str, Any]:
@@ -27,8 +34,8 @@ def vendor_facts(root: Path) -> dict[str, Any]:
     """
     local = local_hashes(root / VENDOR_DIR)
     lock_path = root / LOCK_NAME
-    facts: dict[str, Any] = {"root": VENDOR_DIR, "files": local, "lock": None, "upstream": None,
-                             "source": None, "mismatched": None}
+    facts: dict[str, Any] = {"root": VENDOR_DIR, "files": local, "line_hashes": vendor_line_hashes(root),
+                             "lock": None, "upstream": None, "source": None, "mismatched": None}
     if lock_path.is_file():
         try:
             lock = read_lock(lock_path)

@@ -1,22 +1,39 @@
-"""The short text report `annotate trace` prints at the end (read from the payload, not the run)."""
+"""The short text report `annotate trace` prints at the end (read from the payload, not the run).
+
+The payload holds no source text: the statement beside each line number is read from the vendored
+file the trace was made from (`<root>/vendor/nano-vllm`), or left out where it cannot be read."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from annotate.trace.placement import statement_text
 
 FLOW_FN = "Qwen3DecoderLayer.forward"
 
 
-def flow_table(payload: dict[str, Any]) -> list[str]:
+def _source_lines(payload: dict[str, Any], root: Path | None, file: str) -> list[str]:
+    if root is None:
+        return []
+    path = root / payload["vendor"].get("root", "vendor/nano-vllm") / file
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
+
+
+def flow_table(payload: dict[str, Any], root: Path | None = None) -> list[str]:
     """After each line of Qwen3DecoderLayer.forward, per layer: what residual / hidden_states held."""
     rows: dict[int, dict[int, str]] = {}
     texts: dict[int, str] = {}
+    records = payload["records"]
+    sources: dict[str, list[str]] = {}
     for f in payload["summary"]["flow"]:
         if f["function"] != FLOW_FN or f["kind"] != "line" or f["layer"] is None:
             continue
         held = f["held"]
         cell = "  ".join(f"{'h' if n == 'hidden_states' else 'r'}={held[n]['label']}" for n in ("hidden_states", "residual") if n in held)
         rows.setdefault(f["line"], {})[f["layer"]] = cell
-        texts[f["line"]] = f["text"]
+        r = records[f["record"]]
+        texts[f["line"]] = statement_text(sources.setdefault(r["file"], _source_lines(payload, root, r["file"])),
+                                            r["line"], r["end_line"])
     lines = [f"which math variable hidden_states (h) / residual (r) held after each line of {FLOW_FN}:"]
     for line in sorted(rows):
         lines.append(f"  {line:>4}  {texts[line][:70]}")
@@ -72,10 +89,10 @@ def numbers(payload: dict[str, Any]) -> list[str]:
     return out
 
 
-def render(payload: dict[str, Any], out: str) -> str:
+def render(payload: dict[str, Any], out: str, root: Path | None = None) -> str:
     """The whole report."""
     meta = payload["meta"]
     head = (f"trace written to {out}: {meta['model']['name']} {meta['model']['layers']} layers, "
             f"{meta['input']['tokens']} tokens, {meta['dtype']} on {meta['device']} ({meta['device_name']}), "
             f"{len(payload['records'])} records")
-    return "\n".join([head, *flow_table(payload), *per_layer(payload), *numbers(payload)])
+    return "\n".join([head, *flow_table(payload, root), *per_layer(payload), *numbers(payload)])

@@ -2,7 +2,9 @@
 
 A trace is a directory (default `traces/cpu`):
 
-    <trace>/trace.json            format "annotate-trace", version 1 — everything the site shows
+    <trace>/trace.json            format "annotate-trace", version 2 — everything the site shows,
+                                  and no source text: statements are referred to by file, line and
+                                  the vendored files' line hashes (annotate/trace/placement.py)
     <trace>/tensors.safetensors   optional full tensors, keyed by the `tensor` field of a variable
     <trace>/bandwidth.json        optional timings of the fused kernel (scripts/gpu-check.sh)
 
@@ -27,11 +29,14 @@ from typing import Any
 
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
+from annotate.trace import placement
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
 FORMAT = "annotate-trace"
-VERSION = 1
+VERSION = 2
+#: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text ignored
+READABLE = (1, 2)
 JSON_NAME = "trace.json"
 TENSORS_NAME = "tensors.safetensors"
 BANDWIDTH_NAME = "bandwidth.json"
@@ -98,9 +103,11 @@ class LineRecord:
     call: int
     hit: int
     order: int
-    text: str
+    text: str                     # the statement, from today's vendored file ("" when its line is gone)
     vars: list[VarRecord]
     aliases: list[dict[str, list[str]]]
+    recorded_line: int = 0        # the line when recorded (differs from `line` after a vendor change)
+    placed: bool = True           # False: the line is gone today; the record is shown on no line
 
     def var(self, name: str) -> VarRecord | None:
         """The variable called `name` in this record, if recorded."""
@@ -121,12 +128,14 @@ class Trace:
     kernels: list[dict[str, Any]]
     flags: list[dict[str, Any]]
     summary: dict[str, Any]
+    placement: placement.Placement | None = None   # how the records sit on today's vendored lines
     _index: dict[tuple[str, int], list[LineRecord]] = field(default_factory=dict, repr=False)
     _tensors: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for r in self.records:
-            self._index.setdefault((r.file, r.line), []).append(r)
+            if r.placed:
+                self._index.setdefault((r.file, r.line), []).append(r)
         for recs in self._index.values():
             recs.sort(key=lambda r: r.order)
 
@@ -220,8 +229,8 @@ def _var(d: dict[str, Any]) -> VarRecord:
 
 def _record(d: dict[str, Any]) -> LineRecord:
     return LineRecord(d["id"], d["function"], d["file"], d["line"], d["end_line"], d["kind"], d["source"],
-                      d["layer"], d["module"], d["call"], d["hit"], d["order"], d["text"],
-                      [_var(v) for v in d["vars"]], d.get("aliases", []))
+                      d["layer"], d["module"], d["call"], d["hit"], d["order"], d.get("text", ""),
+                      [_var(v) for v in d["vars"]], d.get("aliases", []), d["line"])
 
 
 def trace_json(path: Path) -> Path:
@@ -240,7 +249,7 @@ def read_payload(path: Path) -> dict[str, Any]:
         raise UserError(f"{jpath}: truncated or not JSON ({type(exc).__name__}); regenerate it with `annotate trace --force`") from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"{jpath}: not an annotate trace (format is {payload.get('format') if isinstance(payload, dict) else None!r}); regenerate it with `annotate trace --force`")
-    if payload.get("version") != VERSION:
+    if payload.get("version") not in READABLE:
         raise UserError(f"{jpath}: trace format version {payload.get('version')!r}, this annotate reads version {VERSION}; regenerate it with `annotate trace --force`")
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
     if missing:
@@ -248,8 +257,12 @@ def read_payload(path: Path) -> dict[str, Any]:
     return payload
 
 
-def load_trace(path: Path | str) -> Trace:
-    """Load and validate a trace directory (or its trace.json)."""
+def load_trace(path: Path | str, source_root: Path | str | None = None) -> Trace:
+    """Load and validate a trace directory (or its trace.json), placed on today's vendored lines.
+
+    `source_root` is the project whose `vendor/nano-vllm` gives the statements' text and today's line
+    numbers (annotate/trace/placement.py); by default the nearest folder above the trace holding one,
+    else the current folder. Without any vendored copy, records keep their recorded lines and no text."""
     path = Path(path)
     payload = read_payload(path)
     try:
@@ -257,9 +270,43 @@ def load_trace(path: Path | str) -> Trace:
     except (KeyError, TypeError) as exc:
         raise UserError(f"{trace_json(path)}: malformed record ({exc!r}); regenerate it with `annotate trace --force`") from exc
     root = path if path.is_dir() else path.parent
-    return Trace(root, payload["meta"], payload["vendor"], payload.get("functions", []), records, payload["math"],
+    functions, summary = payload.get("functions", []), payload.get("summary", {})
+    where = Path(source_root) if source_root is not None else (
+        placement.find_source_root(root.resolve()) or placement.find_source_root(Path.cwd()))
+    placed = _place(payload["vendor"], records, functions, summary, where)
+    return Trace(root, payload["meta"], payload["vendor"], functions, records, payload["math"],
                  payload.get("compiled_checks", []), payload.get("kernels", []), payload.get("flags", []),
-                 payload.get("summary", {}))
+                 summary, placed)
+
+
+def _place(vendor: dict[str, Any], records: list[LineRecord], functions: list[dict[str, Any]],
+           summary: dict[str, Any], root: Path | None) -> placement.Placement | None:
+    """Move records, statements and flow rows to today's lines and fill their text from the vendored files."""
+    if root is None:
+        return None
+    files = {r.file for r in records} | {f["file"] for f in functions}
+    plan = placement.plan(vendor, files, root, vendor.get("files", {}))
+    for r in records:
+        fp = plan.file(r.file)
+        span = fp.span(r.line, r.end_line)
+        if span is None:
+            r.placed = False
+            continue
+        r.line, r.end_line = span
+        r.text = fp.text(*span) if r.kind == "line" else ""
+    for f in functions:
+        fp = plan.file(f["file"])
+        for st in f.get("statements", []):
+            span = fp.span(st["line"], st["end_line"])
+            st["recorded_line"] = st["line"]
+            if span is not None:
+                st["line"], st["end_line"] = span
+            st["text"], st["placed"] = (fp.text(*span), True) if span else ("", False)
+    for row in summary.get("flow", []):
+        if 0 <= row.get("record", -1) < len(records):
+            r = records[row["record"]]
+            row.update(line=r.line, text=r.text, placed=r.placed, recorded_line=r.recorded_line)
+    return plan
 
 
 #: staging folders of annotate versions that staged in `<out>.tmp-<pid>` / `<out>.tmp-old-<pid>`
