@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -74,20 +75,40 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
     from mkdocs.config import load_config
     from mkdocs.exceptions import Abort, ConfigurationError, PluginError
 
-    from annotate.atomic import swap_dir
+    from annotate import guard
 
     config_file = root / CONFIG
     if not config_file.is_file():
         raise UserError(f"{config_file}: missing; restore it with `git checkout -- {CONFIG}`")
+    guard.refuse_unsafe_output(root, target, "--site-dir", ours=is_previous_site)
     target.parent.mkdir(parents=True, exist_ok=True)
+    with guard.output_lock(root, target, "--site-dir"):
+        _build_and_swap(config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config)
+
+
+def is_previous_site(folder: Path) -> bool:
+    """A folder `annotate build` wrote: it carries the marker (or, from before the marker, MkDocs' own index)."""
+    from annotate.guard import MARKER
+
+    return (folder / MARKER).is_file() or ((folder / "search" / "search_index.json").is_file()
+                                           and (folder / "index.html").is_file())
+
+
+def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config) -> None:  # noqa: ANN001
+    """MkDocs into a hidden staging folder beside ``target`` (git-ignored, swept next time), then the swap."""
+    from annotate.atomic import swap_dir
+    from annotate.guard import mark
+
     staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     log = _MkDocsLog()
     try:
         config = load_config(str(config_file), strict=strict, site_dir=str(staged))
         build(config)
-    except (Abort, ConfigurationError, PluginError) as exc:
+    except failures as exc:
         raise UserError("\n".join(log.errors) or f"build failed: {exc}; see the warnings above") from None
     else:
+        os.chmod(staged, 0o755)
+        mark(staged)
         swap_dir(staged, target)
     finally:
         log.close()

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from annotate import guard
 from annotate.errors import UserError
 from annotate.progress import Progress
 from annotate.trace import assemble, kernels, provenance, runtime, store
@@ -106,15 +107,21 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
     out = req.out or default_out(req.options, root)
     facts = provenance.vendor_facts(root)
     key = inputs_key(req, facts)
-    if req.if_stale and out.exists():
-        reason = store.payload_matches(out, key)
-        if reason is None:
-            progress.say(f"[trace] {out} is up to date; nothing to do")
-            return TraceResult(out, True)
-        progress.say(f"[trace] {reason}; regenerating")
-        if not (out / store.JSON_NAME).is_file():
-            raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
-    store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()))
+    with guard.output_lock(root, out, "--out"):  # also puts back a trace an interrupted swap moved aside
+        if req.if_stale and out.exists():
+            reason = store.payload_matches(out, key)
+            if reason is None:
+                progress.say(f"[trace] {out} is up to date; nothing to do")
+                return TraceResult(out, True)
+            progress.say(f"[trace] {reason}; regenerating")
+            if not (out / store.JSON_NAME).is_file():
+                raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
+        store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()), root)
+        return _run_locked(req, opts, out, key, facts, progress)
+
+
+def _run_locked(req: TraceRequest, opts: runtime.TraceOptions, out: Path, key: dict[str, Any],
+                facts: dict[str, Any], progress: Progress) -> TraceResult:
     capture = kernels.capture()
     with progress.step("build", "writing the checkpoint and building the vendored model"):
         rt = runtime.build_runtime(opts)

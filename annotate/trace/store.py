@@ -282,27 +282,36 @@ def find_traces(root: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- writing
 
-def check_out(out: Path, force: bool) -> None:
-    """Refuse an existing --out without --force, a non-trace path, or an unwritable parent — before any work."""
+def check_out(out: Path, force: bool, root: Path | None = None) -> None:
+    """Refuse an unsafe --out (see annotate.guard), an existing one without --force, or an unwritable
+    place — before any work, creating nothing."""
+    from annotate.guard import refuse_unsafe_output
+
+    if root is not None:
+        refuse_unsafe_output(root, out, "--out", inputs=("docs", "notes", "vendor", "traces", ".git"),
+                             ours=is_trace_dir, home="traces", tracked_ok=True)
     if out.exists():
         if not force:
             raise UserError(f"--out {out}: already exists; pass --force to replace it")
-        if out.is_file() or (any(out.iterdir()) and not (out / JSON_NAME).is_file()):
+        if out.is_file() or (any(out.iterdir()) and not is_trace_dir(out)):
             raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".{out.name}.probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot write in {parent} ({exc.strerror or exc}); choose a writable --out") from exc
+    existing = out.parent if str(out.parent) else Path(".")
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: cannot write in {existing}; choose a writable --out")
+
+
+def is_trace_dir(folder: Path) -> bool:
+    """A folder `annotate trace` wrote (its trace.json is the mark of a previous output)."""
+    return (folder / JSON_NAME).is_file()
 
 
 def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | None, force: bool) -> Path:
     """Write `payload` (+ tensors) to `out` atomically: build a hidden `.<out>.tmp-XXXX` beside it, then
     swap it into place (`annotate.atomic.swap_dir`: on failure the previous trace stays at `out`)."""
     check_out(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         os.chmod(staged, 0o755)  # mkdtemp makes it 0700; a trace folder is as readable as any other

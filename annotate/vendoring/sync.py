@@ -1,12 +1,14 @@
 """`annotate vendor sync`: materialise vendor/nano-vllm from the lock's source, verified, atomically."""
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
+from annotate import guard
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock, sha256_bytes, write_lock
@@ -54,8 +56,29 @@ def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
     return sorted(changed + extra)
 
 
+@contextlib.contextmanager
+def vendor_writer(root: Path) -> Iterator[None]:
+    """Guard and lock vendor/nano-vllm for one writing run (sync or update); sweep a killed run's leftovers.
+
+    The vendored copy may hold hand edits (sync restores them), but never git-tracked files; a lock
+    file keeps a second run off it; a temp lock file a killed `vendor update` left is removed.
+    """
+    vendor = root / VENDOR_DIR
+    guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home="vendor")
+    with guard.output_lock(root, vendor, "vendor folder"):
+        lock_path = root / LOCK_NAME
+        for leftover in lock_path.parent.glob(f".{lock_path.name}.*.tmp"):
+            leftover.unlink(missing_ok=True)
+        yield
+
+
 def sync(root: Path, lock: Lock | None = None) -> SyncResult:
     """Make vendor/nano-vllm exactly what the lock's source gives; a no-op (still verified) when it is."""
+    with vendor_writer(root):
+        return _sync(root, lock)
+
+
+def _sync(root: Path, lock: Lock | None) -> SyncResult:
     lock_path = root / LOCK_NAME
     lock = lock or read_lock(lock_path)
     vendor = root / VENDOR_DIR
