@@ -28,7 +28,7 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from annotate import claims, references
+from annotate import claims, references, safe_html
 from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
 from annotate.links import Links
@@ -146,7 +146,10 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         return references.render(ref, resolution, self.links, uri)
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-        """Server-side math for hand-written pages (pymdownx.arithmatex, generic mode)."""
+        """Sanitise hand-written pages (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
+        if page.file.generated_by is None:
+            html_text = safe_html.clean(html_text)
+
         def render(m: re.Match) -> str:
             tex = html.unescape(m.group(2))
             try:
