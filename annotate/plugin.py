@@ -33,7 +33,7 @@ from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
 from annotate.links import Links
 from annotate.notes import Sources
-from annotate.vendoring.sync import vendored_files
+from annotate.vendoring.sync import vendored_files, verify_vendored
 from annotate.pages import extras
 from annotate.pages.generate import generate
 from annotate.pages.nav import site_nav
@@ -66,6 +66,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         try:
             self.links = Links(self.root)
+            if self.strict:  # publish only what the lock vouches for
+                verify_vendored(self.root, self.links.lock)
             traces = self._traces()
             ref_problems = self._resolve_references(files)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),

@@ -46,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if not args.root.is_dir():
+            raise UserError(f"--root {args.root}: no such folder; pass the project root (the folder with mkdocs.yml)")
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"annotate: error: {exc}", file=sys.stderr)
