@@ -101,10 +101,9 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
     The lock file lives under ``.cache/locks`` (git-ignored), keyed by the target's absolute path,
     so taking it creates nothing next to the output; the kernel releases it when the process dies.
     """
-    folder = root.resolve() / LOCKS_DIR
+    path = lock_path(root, target)
+    folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    key = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:16]
-    path = folder / f"{key}.lock"
     handle = open(path, "a+b")  # noqa: SIM115 - held for the whole run
     try:
         try:
@@ -123,6 +122,12 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
             handle.close()
             with contextlib.suppress(OSError):
                 folder.rmdir()
+
+
+def lock_path(root: Path, target: Path) -> Path:
+    """The lock file of output ``target``: ``.cache/locks/<hash of its absolute path>.lock``."""
+    key = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:16]
+    return root.resolve() / LOCKS_DIR / f"{key}.lock"
 
 
 def sweep(target: Path) -> list[str]:
