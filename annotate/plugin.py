@@ -40,6 +40,7 @@ from annotate.pages.nav import site_nav
 from annotate.pages.trace_pages import trace_pages
 from annotate.pages.trace_set import TraceSet, load_traces
 from annotate.render.assets import site_assets
+from annotate.trace.validate import non_finite
 from annotate.render.katex import Katex, MathError, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
@@ -90,6 +91,9 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         """The traces under traces/; a stale one fails a strict build, else is shown with its values withheld."""
         traces = load_traces(self.root, self.links.lock.upstream.commit if self.links.lock else None)
         stale = traces.warnings()
+        for view in traces.views if self.strict else ():
+            if problem := non_finite(view.trace):
+                raise UserError(problem)
         if stale and self.strict:
             raise UserError("\n".join(stale) + "\n(a strict build refuses stale traces; `annotate build --no-strict` "
                             "builds with their values withheld from the changed files)")

@@ -162,6 +162,26 @@ def _reshape(state: dict) -> None:
     state["model.layers.1.mlp.up_proj.weight"] = torch.zeros(3, 5)
 
 
+TRACE = "traces/cpu/trace.json"
+
+
+def trace_json(change: Callable[[dict], None]) -> Callable[[Path, Path], None]:
+    """Edit the project's trace (a copy of the session's real tiny trace, under traces/cpu)."""
+    return edit_json(TRACE, change)
+
+
+def _record(d: dict, i: int = 0) -> dict:
+    return d["records"][i]
+
+
+def _first_var(d: dict) -> dict:
+    return next(v for r in d["records"] for v in r["vars"])
+
+
+def _saved_var(d: dict) -> dict:
+    return next(v for r in d["records"] for v in r["vars"] if v.get("tensor"))
+
+
 # ---------------------------------------------------------------- the rows
 
 ROWS: tuple[Row, ...] = (
@@ -249,6 +269,38 @@ ROWS: tuple[Row, ...] = (
         append("docs/writing.md", b"\n\xff\n")),
     Row("notes", "--root 指向不存在的目录", "--root that does not exist", ("--root", "{t}/nowhere", "check", "--strict"),
         "no such folder"),
+    # --- traces a build reads
+    Row("trace", "记录的 line 是字符串", 'a record\'s line is "151"', ("build", "--site-dir", "{t}/site"),
+        '$.records[0].line: expected an integer, got "151"', trace_json(lambda d: _record(d).update(line="151")), "trace"),
+    Row("trace", "meta.model.layers 是 \"four\"", 'meta.model.layers is "four"', ("build", "--site-dir", "{t}/site"),
+        "$.meta.model.layers: expected an integer", trace_json(lambda d: d["meta"]["model"].update(layers="four")), "trace"),
+    Row("trace", "kernels 是字符串", 'kernels is "none"', ("build", "--site-dir", "{t}/site"),
+        '$.kernels: expected a list, got "none"', trace_json(lambda d: d.update(kernels="none")), "trace"),
+    Row("trace", "math 是对象", "math is an object", ("build", "--site-dir", "{t}/site"),
+        "$.math: expected a list, got an object", trace_json(lambda d: d.update(math={"x": 1})), "trace"),
+    Row("trace", "变量的 head 为 null", "a variable's head is null", ("build", "--site-dir", "{t}/site"),
+        ".head: expected a list, got null", trace_json(lambda d: _first_var(d).update(head=None)), "trace"),
+    Row("trace", "flags 是字符串", 'flags is "x"', ("build", "--site-dir", "{t}/site"),
+        '$.flags: expected a list, got "x"', trace_json(lambda d: d.update(flags="x")), "trace"),
+    Row("trace", "vendor.files 是列表", "vendor.files is a list", ("build", "--site-dir", "{t}/site"),
+        "$.vendor.files: expected an object, got a list", trace_json(lambda d: d["vendor"].update(files=[])), "trace"),
+    Row("trace", "vendor.root 指向别处", "vendor.root points elsewhere", ("build", "--site-dir", "{t}/site"),
+        '$.vendor.root: expected "vendor/nano-vllm"', trace_json(lambda d: d["vendor"].update(root="../../etc")), "trace"),
+    Row("trace", "缺 meta.device_name", "meta.device_name missing", ("build", "--site-dir", "{t}/site"),
+        "$.meta.device_name: missing", trace_json(lambda d: d["meta"].pop("device_name")), "trace"),
+    Row("trace", "记录值含 NaN", "a recorded value is NaN", ("build", "--site-dir", "{t}/site"),
+        "holds NaN or infinite values", trace_json(lambda d: _first_var(d).update(norm=float("nan"))), "trace"),
+    Row("trace", "trace.json 不是 UTF-8", "trace.json not UTF-8", ("build", "--site-dir", "{t}/site"),
+        "is not UTF-8", append(TRACE, b"\xff"), "trace"),
+    Row("trace", "tensors.safetensors 被截断", "a truncated tensors.safetensors", ("build", "--site-dir", "{t}/site"),
+        "truncated or not safetensors", write("traces/cpu/tensors.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{\"a\""),
+        "trace"),
+    Row("trace", "张量键缺失", "a tensor key missing from tensors.safetensors", ("build", "--site-dir", "{t}/site"),
+        "missing from the file", trace_json(lambda d: _saved_var(d).update(tensor="nope")), "trace"),
+    Row("trace", "张量形状与 trace.json 不符", "a tensor's shape differs from trace.json", ("build", "--site-dir", "{t}/site"),
+        "trace.json says", trace_json(lambda d: _saved_var(d).update(shape=[1, 2, 3])), "trace"),
+    Row("trace", "bandwidth.json 不是 JSON", "bandwidth.json not JSON", ("build", "--site-dir", "{t}/site"),
+        "invalid JSON", write("traces/cpu/bandwidth.json", b"{oops"), "trace"),
     # --- checkpoints (--model)
     Row("checkpoint", "config.json 缺 num_hidden_layers", "config.json without num_hidden_layers",
         ("trace", "--model", "{t}/ckpt", "--out", "{t}/out"), "$.num_hidden_layers: missing",

@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import io
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ GROUPS = {"output": "会被替换的输出 · Outputs that would be replaced",
           "lock": "锁文件 · The vendor lock",
           "vendor": "严格构建发布的源码 · What a strict build publishes",
           "notes": "注释与文档 · Notes and pages",
+          "trace": "构建读取的 trace · Traces a build reads",
           "checkpoint": "检查点与 trace 参数 · Checkpoints and trace options"}
 
 
@@ -58,10 +60,12 @@ def run(row: Row, project: Path, scratch: Path) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.en for r in ROWS])
-def test_bad_input_gets_one_line_and_changes_nothing(row: Row, tmp_path: Path) -> None:
+def test_bad_input_gets_one_line_and_changes_nothing(row: Row, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     project = copy_project(tmp_path / "project")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
+    if row.needs == "trace":  # the session's real tiny trace (tests/conftest.py), with its full tensors
+        shutil.copytree(request.getfixturevalue("tiny_trace").out, project / "traces" / "cpu")
     if row.setup is not None:
         row.setup(project, scratch)
     before = snapshot(project, scratch)

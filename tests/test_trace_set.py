@@ -23,6 +23,16 @@ def scratch(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
 
 
+def vouch_for(project: Path, path: str) -> None:
+    """Record the vendored file's current sha256 in the lock (what `vendor update` does for its files)."""
+    import hashlib
+
+    lock = project / "vendor/nano-vllm.lock.json"
+    data = json.loads(lock.read_text(encoding="utf-8"))
+    data["source"]["files"][path] = hashlib.sha256((project / "vendor/nano-vllm" / path).read_bytes()).hexdigest()
+    lock.write_text(json.dumps(data), encoding="utf-8")
+
+
 def with_traces(project: Path, *names: str) -> Path:
     for name in names:
         shutil.copytree(mini_dir(name), project / "traces" / ("cpu" if name == "bf16" else f"cpu-{name}"))
@@ -55,6 +65,7 @@ def test_strict_build_refuses_a_stale_trace_in_one_line(scratch: Path, capsys) -
     with_traces(scratch, "bf16")
     qwen3 = scratch / "vendor/nano-vllm" / QWEN3
     qwen3.write_text("# moved\n" + qwen3.read_text())
+    vouch_for(scratch, QWEN3)  # as after `vendor update`: the lock vouches for the new bytes, the trace does not
     assert build(scratch) != 0
     err = capsys.readouterr().err
     assert "traces/cpu: made from other bytes of nanovllm/models/qwen3.py" in err and "--force" in err

@@ -25,8 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from annotate import codec
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
+from annotate.trace import validate
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
@@ -193,10 +195,7 @@ class Trace:
         path = self.path / BANDWIDTH_NAME
         if not path.is_file():
             return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(f"{path}: unreadable ({type(exc).__name__}); rerun scripts/gpu-check.sh") from exc
+        return validate.check_bandwidth(path)
 
     def tensor(self, key: str) -> Any:
         """A saved full tensor (torch), or KeyError when the trace kept summaries only."""
@@ -234,10 +233,7 @@ def read_payload(path: Path) -> dict[str, Any]:
     jpath = trace_json(path)
     if not jpath.is_file():
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
-    try:
-        payload = json.loads(jpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{jpath}: truncated or not JSON ({type(exc).__name__}); regenerate it with `annotate trace --force`") from exc
+    payload = codec.read_json(jpath, fix="regenerate it with `annotate trace --force`")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"{jpath}: not an annotate trace (format is {payload.get('format') if isinstance(payload, dict) else None!r}); regenerate it with `annotate trace --force`")
     if payload.get("version") != VERSION:
@@ -245,6 +241,7 @@ def read_payload(path: Path) -> dict[str, Any]:
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
     if missing:
         raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); regenerate it with `annotate trace --force`")
+    validate.check_payload(payload, jpath)
     return payload
 
 
@@ -257,6 +254,7 @@ def load_trace(path: Path | str) -> Trace:
     except (KeyError, TypeError) as exc:
         raise UserError(f"{trace_json(path)}: malformed record ({exc!r}); regenerate it with `annotate trace --force`") from exc
     root = path if path.is_dir() else path.parent
+    validate.check_tensors(root, payload, TENSORS_NAME)
     return Trace(root, payload["meta"], payload["vendor"], payload.get("functions", []), records, payload["math"],
                  payload.get("compiled_checks", []), payload.get("kernels", []), payload.get("flags", []),
                  payload.get("summary", {}))
