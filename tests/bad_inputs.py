@@ -162,6 +162,56 @@ def _reshape(state: dict) -> None:
     state["model.layers.1.mlp.up_proj.weight"] = torch.zeros(3, 5)
 
 
+WHEEL = ".cache/wheels/nano_vllm_fork-20260210-py3-none-any.whl"
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buf.getvalue()
+
+
+def _corrupt_deflate() -> bytes:
+    data = bytearray(_zip({"nanovllm/a.py": b"x = 1\n" * 2000}))
+    start = data.index(b"nanovllm/a.py") + len("nanovllm/a.py")  # the local header's name, then the deflate stream
+    for i in range(start + 8, start + 40):
+        data[i] ^= 0x5A
+    return bytes(data)
+
+
+def _lying_size() -> bytes:
+    """A small wheel whose central directory records a 3.7 GiB member (a zip bomb's shape)."""
+    data = bytearray(_zip({"nanovllm/a.py": b"x = 1\n"}))
+    central = data.index(b"PK\x01\x02")
+    data[central + 24:central + 28] = (0xF0000000).to_bytes(4, "little")
+    return bytes(data)
+
+
+def pinned_wheel(data: bytes | None) -> Callable[[Path, Path], None]:
+    """The lock pins a wheel with exactly these bytes (so the hash check passes) and no vendored copy is there;
+    ``None``: a folder stands where the cached wheel should be."""
+    def run(project: Path, scratch: Path) -> None:
+        import hashlib
+        import shutil
+
+        shutil.rmtree(project / VENDORED)
+        wheel = project / WHEEL
+        wheel.parent.mkdir(parents=True, exist_ok=True)
+        if data is None:
+            wheel.mkdir()
+            digest = "0" * 64
+        else:
+            wheel.write_bytes(data)
+            digest = hashlib.sha256(data).hexdigest()
+        edit_json(LOCK, lambda d: d["source"].update(sha256=digest, files={}))(project, scratch)
+    return run
+
+
 TRACE = "traces/cpu/trace.json"
 
 
@@ -246,6 +296,17 @@ ROWS: tuple[Row, ...] = (
     Row("lock", "锁里多出一个源没有的文件", "the lock lists an upstream file the source does not", ("vendor", "sync"),
         "$.source.files: expected an entry for every upstream file",
         upstream_files(lambda f: f.update({"nanovllm/extra.py": _first(f)}))),
+    # --- wheels (the registry source)
+    Row("wheel", "wheel 不是 zip", "a wheel that is not a zip", ("vendor", "sync"), "not a readable wheel",
+        pinned_wheel(b"this is not a zip archive")),
+    Row("wheel", "wheel 的 deflate 数据损坏", "a wheel with corrupt deflate data", ("vendor", "sync"),
+        "not a readable wheel", pinned_wheel(_corrupt_deflate())),
+    Row("wheel", "wheel 成员比上限大（zip 炸弹）", "a wheel member larger than the cap (a zip bomb)", ("vendor", "sync"),
+        "bytes uncompressed (cap", pinned_wheel(_lying_size())),
+    Row("wheel", "wheel 成员名过长", "a wheel member name too long", ("vendor", "sync"), "name too long",
+        pinned_wheel(_zip({"nanovllm/" + "a" * 300 + ".py": b"x = 1\n"}))),
+    Row("wheel", "wheel 是一个文件夹", "a wheel that is a folder", ("vendor", "sync"), "not a file",
+        pinned_wheel(None)),
     # --- the vendored copy a strict build publishes
     Row("vendor", "vendor 里有指向 /etc/passwd 的符号链接", "a vendored symlink to /etc/passwd",
         ("build", "--site-dir", "{t}/site"), "is a symbolic link, not a vendored file",

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "refuses.md"
 GROUPS = {"output": "会被替换的输出 · Outputs that would be replaced",
           "lock": "锁文件 · The vendor lock",
+          "wheel": "wheel 归档 · Wheel archives",
           "vendor": "严格构建发布的源码 · What a strict build publishes",
           "notes": "注释与文档 · Notes and pages",
           "trace": "构建读取的 trace · Traces a build reads",

@@ -85,7 +85,7 @@ def test_non_strict_build_withholds_stale_values(scratch: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda p: p.write_text(p.read_text()[:1000]), "truncated or not JSON"),
+    (lambda p: p.write_text(p.read_text()[:1000]), "invalid JSON"),
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "version": 99})), "trace format version 99"),
 ], ids=["truncated", "wrong-version"])
 def test_broken_trace_is_one_clear_error(scratch: Path, capsys, damage, message: str) -> None:

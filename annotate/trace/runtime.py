@@ -190,13 +190,13 @@ def read_model_dir(model: Path) -> dict[str, Any]:
         raise UserError(f"--model {model}: not a directory; pass a local Qwen3 checkpoint folder")
     if not cfg_path.is_file():
         raise UserError(f"--model {model}: no config.json; pass a folder holding config.json and *.safetensors")
-    config = check_config(codec.read_json(cfg_path, fix=REDOWNLOAD), cfg_path)
+    config = codec.obj(codec.read_json(cfg_path, fix=REDOWNLOAD), codec.At(str(cfg_path), fix=REDOWNLOAD))
     if config.get("model_type") != "qwen3":
         raise UserError(f"{cfg_path}: model_type is {config.get('model_type')!r}, not 'qwen3'; "
                         "annotate traces nano-vllm's Qwen3 only")
     if not list(model.glob("*.safetensors")):
         raise UserError(f"--model {model}: no *.safetensors weights; download the weights next to config.json")
-    return config
+    return check_config(config, cfg_path)
 
 
 REDOWNLOAD = "fix or re-download the checkpoint"

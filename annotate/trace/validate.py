@@ -73,7 +73,7 @@ def _meta(value: Any, at: codec.At) -> dict[str, Any]:
 
 def _vendor(value: Any, at: codec.At) -> dict[str, Any]:
     vendor = codec.obj(value, at)
-    codec.field(vendor, "files", at, codec.dict_of(_str))
+    codec.field(vendor, "files", at, codec.dict_of(_str), {})
     codec.field(vendor, "root", at, lambda v, a: _str(v, a, r"vendor/nano-vllm", '"vendor/nano-vllm"'), None)
     return vendor
 
