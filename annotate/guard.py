@@ -166,3 +166,19 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def recover_outputs(root: Path, folder: Path) -> list[str]:
+    """Put back every output under ``folder`` that an interrupted swap left aside (``.<name>.old-*`` with
+    no ``<name>``), each under its output lock; an output another run is writing is left to that run."""
+    done: list[str] = []
+    if not folder.is_dir():
+        return done
+    for entry in sorted(folder.iterdir()):
+        m = _STAGING.match(entry.name)
+        if not m or m.group("kind") != "old" or (folder / m.group("name")).exists():
+            continue
+        target = folder / m.group("name")
+        with contextlib.suppress(UserError), output_lock(root, target, "output"):
+            done.append(f"restored {target.name}")
+    return done

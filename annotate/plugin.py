@@ -31,6 +31,7 @@ from mkdocs.structure.pages import Page
 from annotate import claims, references, safe_html
 from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
+from annotate.guard import recover_outputs
 from annotate.links import Links
 from annotate.notes import Sources
 from annotate.vendoring.sync import vendored_files, verify_vendored
@@ -89,6 +90,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
 
     def _traces(self) -> TraceSet:
         """The traces under traces/; a stale one fails a strict build, else is shown with its values withheld."""
+        for line in recover_outputs(self.root, self.root / "traces"):  # a trace an interrupted swap moved aside
+            log.info(line)
         traces = load_traces(self.root, self.links.lock.upstream.commit if self.links.lock else None)
         stale = traces.warnings()
         for view in traces.views if self.strict else ():

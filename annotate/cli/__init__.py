@@ -6,6 +6,7 @@ parsers stay small and the rooms stay independent of each other.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -52,6 +53,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         print(f"annotate: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"annotate: error: {exc.strerror}{where}; free space (or make it writable) and run again; "
+              "nothing half-written was kept", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("annotate: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130

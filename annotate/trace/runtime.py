@@ -10,10 +10,13 @@ Checkpoints are either a preset (deterministic random weights written to a temp 
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -143,8 +146,39 @@ def init_process_group() -> None:
 
     if dist.is_initialized():
         return
-    rendezvous = Path(tempfile.mkdtemp(prefix="annotate-pg-")) / "store"
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
+    folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}pg-{os.getpid()}-"))
+    atexit.register(shutil.rmtree, folder, True)  # the gloo store's folder goes with the process
+    dist.init_process_group("gloo", init_method=f"file://{folder / 'store'}", rank=0, world_size=1)
+
+
+TEMP_PREFIX = "annotate-"
+_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg)-(\d+)-")
+
+
+def sweep_temp(base: Path | None = None) -> list[Path]:
+    """Remove the temp checkpoints and process-group folders of annotate runs that were killed.
+
+    Each run names its folders after its process id; a folder whose process is gone is a leftover
+    (a SIGKILL gives no chance to clean up). Returns what was removed.
+    """
+    base = Path(tempfile.gettempdir()) if base is None else base
+    removed = []
+    for entry in base.iterdir() if base.is_dir() else ():
+        m = _TEMP.match(entry.name)
+        if m and entry.is_dir() and not entry.is_symlink() and not _alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ---------------------------------------------------------------- validation
@@ -453,14 +487,20 @@ def build_runtime(opts: TraceOptions) -> Runtime:
     if len(ids) > int(config["max_position_embeddings"]):
         raise UserError(f"--prompt: {len(ids)} tokens is beyond the position limit {config['max_position_embeddings']}; shorten it")
     kernels.capture()  # before anything can compile: Dynamo compiles each function once per process
+    sweep_temp()
     mods = import_vendored(opts.root, device.type)
     init_process_group()
-    if folder is None:
-        tmp = tempfile.TemporaryDirectory(prefix="annotate-ckpt-")
-        folder = write_checkpoint(Path(tmp.name), config, opts.seed, dtype)
-    hf_config = hf_config_from(folder, layers)
-    config = {**config, "num_hidden_layers": layers}
-    model, warnings = build_model(mods, hf_config, folder, dtype, device)
+    try:
+        if folder is None:
+            tmp = tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}ckpt-{os.getpid()}-")
+            folder = write_checkpoint(Path(tmp.name), config, opts.seed, dtype)
+        hf_config = hf_config_from(folder, layers)
+        config = {**config, "num_hidden_layers": layers}
+        model, warnings = build_model(mods, hf_config, folder, dtype, device)
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()  # an error or Ctrl-C while building: the checkpoint goes now, not at exit
+        raise
     return Runtime(
         model=model, hf_config=hf_config, config=config, checkpoint=folder, device=device, dtype=dtype,
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
