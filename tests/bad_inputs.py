@@ -315,6 +315,8 @@ ROWS: tuple[Row, ...] = (
         "not in vendor/nano-vllm.lock.json", write(f"{VENDORED}/nanovllm/extra.py", b"x = 1\n")),
     Row("vendor", "vendor 里的文件被改过", "an edited vendored file", ("build", "--site-dir", "{t}/site"),
         "sha256 differs from vendor/nano-vllm.lock.json", append(f"{VENDORED}/nanovllm/config.py", b"# edited\n")),
+    Row("vendor", "vendor 里的文件不是 UTF-8（非严格构建）", "a vendored file not UTF-8 (non-strict build)",
+        ("build", "--no-strict", "--site-dir", "{t}/site"), "is not UTF-8", append(f"{VENDORED}/nanovllm/config.py", b"\xff\n")),
     Row("vendor", "check 也检查 vendor", "check verifies the vendor too", ("check", "--strict", "--no-claims"),
         "is a symbolic link, not a vendored file", symlink(f"{VENDORED}/nanovllm/zz.py", "/etc/passwd")),
     # --- notes and docs
