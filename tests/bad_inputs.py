@@ -280,6 +280,8 @@ ROWS: tuple[Row, ...] = (
     Row("lock", "行哈希不是 16 位十六进制", "a line hash is not 16 hex digits", ("vendor", "status"),
         "expected 16 lowercase hex digits, got \"abc\"",
         upstream_files(lambda f: _first(f)["line_sha256_16"].__setitem__(0, "abc"))),
+    Row("lock", "line_sha256_16 是字符串", 'line_sha256_16 is "abc"', ("vendor", "status"),
+        'line_sha256_16: expected a list, got "abc"', upstream_files(lambda f: _first(f).update(line_sha256_16="abc"))),
     Row("lock", "repo 为 null", "repo is null", ("vendor", "status"),
         "$.upstream.repo: expected an https:// URL of the repository, got null",
         edit_json(LOCK, lambda d: d["upstream"].update(repo=None))),
