@@ -386,6 +386,7 @@ def write_checkpoint(folder: Path, config: dict[str, Any], seed: int, dtype: tor
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
+    check_config(config, folder / "config.json")  # what the reader of --model checkpoints accepts
     (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
     save_file(random_state_dict(config, seed, dtype), str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder

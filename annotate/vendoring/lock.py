@@ -204,4 +204,7 @@ def lock_text(lock: Lock) -> str:
 
 
 def write_lock(path: Path, lock: Lock) -> None:
-    atomic_write_text(path, lock_text(lock))
+    """Write the lock atomically, after checking that it reads back (writer and reader share one model)."""
+    text = lock_text(lock)
+    lock_from_json(json.loads(text), path)
+    atomic_write_text(path, text)
