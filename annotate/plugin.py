@@ -30,6 +30,7 @@ from mkdocs.structure.pages import Page
 
 from annotate import claims, references, safe_html
 from annotate.anchors import Resolution, resolve
+from annotate.docs_math import ARITHMATEX
 from annotate.errors import UserError
 from annotate.guard import recover_outputs
 from annotate.links import Links
@@ -46,7 +47,7 @@ from annotate.render.katex import Katex, MathError, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
 WATCHED = ("vendor", "notes", "traces")
-_ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
+_ARITHMATEX = ARITHMATEX
 
 
 class AnnotateConfig(Config):

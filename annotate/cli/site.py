@@ -48,6 +48,12 @@ def run_check(args: argparse.Namespace) -> int:
     math_check = None if args.no_math else shared(args.root).check
     report = notes.check(args.root, math_check=math_check)
     print(report.render())
+    if math_check is not None:  # the pages' formulas too, as the strict build renders them
+        from annotate.docs_math import check_docs
+
+        bad_math = check_docs(args.root, math_check)
+        if bad_math:
+            raise UserError(bad_math[0] + (f" (and {len(bad_math) - 1} more)" if len(bad_math) > 1 else ""))
     broken = [] if args.no_claims else claim_problems(args.root)
     for line in broken:
         print(f"claim  {line}")
@@ -119,6 +125,9 @@ def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tup
             shutil.rmtree(staged, ignore_errors=True)
 
 
+_PAGE_ERROR = ("Error reading page", "Error building page")
+
+
 class _MkDocsLog(logging.Handler):
     """MkDocs' warnings on stderr, one line each; its errors kept for the one error message we print.
 
@@ -134,7 +143,10 @@ class _MkDocsLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if record.levelno >= logging.ERROR:
-            self.errors.append(message)
+            if self.errors and self.errors[-1].startswith(_PAGE_ERROR) and self.errors[-1].endswith(":"):
+                self.errors[-1] += " " + message  # MkDocs logs "Error reading page 'x':", then the plugin's line
+            else:
+                self.errors.append(message)
         else:
             print(f"WARNING - {message}", file=sys.stderr)
 
