@@ -318,9 +318,9 @@ def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | No
 
             save_file({k: v.contiguous() for k, v in tensors.items()}, str(staged / TENSORS_NAME))
             os.chmod(staged / TENSORS_NAME, 0o644)
-        validate.check_payload(payload, staged / JSON_NAME)  # the writer obeys the reader's model
         body = json.dumps({"format": FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
                           separators=(",", ":"), allow_nan=True)
+        validate.check_payload(json.loads(body), staged / JSON_NAME)  # the writer obeys the reader's model
         (staged / JSON_NAME).write_text(body, encoding="utf-8")
         swap_dir(staged, out)
     except BaseException:

@@ -15,6 +15,7 @@ from typing import Any
 
 from annotate import codec
 from annotate.errors import UserError
+from annotate.vendoring.lock import safe_relative
 
 FIX = "regenerate it with `annotate trace --force`"
 _str, _int, _num = codec.string, codec.integer, codec.number
@@ -22,6 +23,31 @@ _str, _int, _num = codec.string, codec.integer, codec.number
 
 def _opt(decode):  # noqa: ANN001, ANN202 - a codec combinator: null or the decoded value
     return lambda v, at: None if v is None else decode(v, at)
+
+
+def _item(**spec: Any):  # noqa: ANN202 - an object with these keys, each decoded by its decoder
+    def run(value: Any, at: codec.At) -> dict[str, Any]:
+        data = codec.obj(value, at)
+        for key, decode in spec.items():
+            if isinstance(decode, tuple):  # (decoder, default): an optional key
+                codec.field(data, key, at, decode[0], decode[1])
+            else:
+                codec.field(data, key, at, decode)
+        return data
+    return run
+
+
+_opt_int = _opt(_int)
+_summary = _item(shape=codec.list_of(lambda v, a: _int(v, a, 0)), dtype=_str, norm=_opt(_num), mean=_opt(_num),
+                 absmax=_opt(_num), head=codec.list_of(_opt(_num)))
+_match = _item(key=_str, layer=_opt_int, label=_str, latex=_str)
+_identity = _item(status=_str, matches=(codec.list_of(_match), []))
+_KERNEL = _item(function=_str, file=_str, line=_int, code=_str, kernels=codec.list_of(codec.obj),
+                languages=(codec.list_of(_str), []))
+_FUNCTION = _item(name=_str, file=_str, def_line=_int, kind=_str, statements=codec.list_of(codec.obj))
+_MATH = _item(key=_str, layer=_opt_int, label=_str, latex=_str, summary=_summary, tensor=(_opt(_str), None),
+              matched_by=(codec.list_of(codec.obj), []))
+_CHECK = _item(function=_str, file=_str, line=_int, layer=_opt_int, call=_int, outputs=codec.list_of(codec.obj))
 
 
 def _var(value: Any, at: codec.At) -> dict[str, Any]:
@@ -34,7 +60,7 @@ def _var(value: Any, at: codec.At) -> dict[str, Any]:
         codec.field(var, key, at, _opt(_num))
     codec.field(var, "head", at, codec.list_of(_opt(_num)))
     codec.field(var, "tensor", at, _opt(_str), None)
-    codec.field(var, "identity", at, _opt(codec.obj), None)
+    codec.field(var, "identity", at, _opt(_identity), None)
     for key in ("aliases", "same_memory"):
         codec.field(var, key, at, codec.list_of(_str), [])
     codec.field(var, "same_copy_as", at, _opt(codec.obj), None)
@@ -47,8 +73,9 @@ def _record(value: Any, at: codec.At) -> dict[str, Any]:
         codec.field(rec, key, at, _int)
     line = codec.field(rec, "line", at, lambda v, a: _int(v, a, 1))
     codec.field(rec, "end_line", at, lambda v, a: _int(v, a, line))
-    for key in ("function", "file", "kind", "source"):
+    for key in ("function", "kind", "source"):
         codec.field(rec, key, at, _str)
+    codec.field(rec, "file", at, safe_relative)
     codec.field(rec, "layer", at, _opt(_int))
     codec.field(rec, "module", at, _opt(_str))
     codec.field(rec, "vars", at, codec.list_of(_var))
@@ -84,9 +111,10 @@ def check_payload(payload: dict[str, Any], path: Path) -> None:
     codec.field(payload, "meta", at, _meta)
     codec.field(payload, "vendor", at, _vendor)
     codec.field(payload, "records", at, codec.list_of(_record))
-    codec.field(payload, "math", at, codec.list_of(codec.obj))
-    for key in ("functions", "compiled_checks", "kernels", "flags"):
-        codec.field(payload, key, at, codec.list_of(codec.obj), [])
+    codec.field(payload, "math", at, codec.list_of(_MATH))
+    for key, decode in (("functions", _FUNCTION), ("compiled_checks", _CHECK), ("kernels", _KERNEL),
+                        ("flags", codec.obj)):
+        codec.field(payload, key, at, codec.list_of(decode), [])
     codec.field(payload, "summary", at, codec.obj, {})
 
 
