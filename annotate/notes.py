@@ -29,7 +29,9 @@ from typing import Any, Callable
 import yaml
 
 from annotate.anchors import Anchor, Resolution, resolve
+from annotate.codec import read_text
 from annotate.errors import UserError
+from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import vendored_files
@@ -253,7 +255,7 @@ def load_file(root: Path, notes_file: Path, known: set[str] | None = None) -> No
     if path not in known:
         raise UserError(f"{notes_path}: {path} is not a vendored file (see `annotate vendor status`); "
                         f"rename the notes file to notes/<vendored path>.yml or delete it")
-    return parse_notes(notes_file.read_text(encoding="utf-8"), path, notes_path)
+    return parse_notes(read_text(notes_file, notes_path), path, notes_path)
 
 
 def load_all(root: Path) -> list[NotesFile]:
@@ -313,8 +315,13 @@ def check(root: Path, math_check: Callable[[str], str | None] | None = None) -> 
 def vet_math(files: list[NotesFile], math_check: Callable[[str], str | None]) -> None:
     """Refuse the first formula KaTeX cannot parse: file, note and KaTeX's own message."""
     for f in files:
+        for key, text in f.intro.items():
+            for tex in inline_math(text):
+                if problem := math_check(tex):
+                    raise UserError(f"{f.notes_path}: intro `{key}`: ${tex}$: {problem}; fix the LaTeX")
         for note in f.notes:
-            for key, tex in [("math", note.math), *((f"vars.{k}", v) for k, v in note.vars.items())]:
+            prose = [(key, tex) for key in ("zh", "en") for tex in inline_math(getattr(note, key))]
+            for key, tex in [("math", note.math), *((f"vars.{k}", v) for k, v in note.vars.items()), *prose]:
                 if tex and (problem := math_check(tex)):
                     raise UserError(f"{f.notes_path}:{note.yaml_line}: note {note.index} `{key}`: {problem}; "
                                     f"fix the LaTeX")

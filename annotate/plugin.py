@@ -29,25 +29,28 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from annotate import claims, references
+from annotate import claims, references, safe_html
 from annotate.anchors import Resolution, resolve
+from annotate.docs_math import ARITHMATEX
 from annotate.errors import UserError
+from annotate.guard import recover_outputs
 from annotate.links import Links
 from annotate.notes import Sources
-from annotate.vendoring.sync import vendored_files
+from annotate.vendoring.sync import vendored_files, verify_vendored
 from annotate.pages import diagrams, extras
 from annotate.pages.generate import generate
 from annotate.pages.nav import site_nav
 from annotate.pages.trace_pages import trace_pages
 from annotate.pages.trace_set import TraceSet, load_traces
 from annotate.render.assets import site_assets
+from annotate.trace.validate import non_finite
 from annotate.render.katex import Katex, MathError, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
 #: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
 notice_log = logging.getLogger("annotate.traces")
 WATCHED = ("vendor", "notes", "traces")
-_ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
+_ARITHMATEX = ARITHMATEX
 
 
 class AnnotateConfig(Config):
@@ -69,6 +72,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         try:
             self.links = Links(self.root)
+            if self.strict:  # publish only what the lock vouches for
+                verify_vendored(self.root, self.links.lock)
             traces = self._traces()
             ref_problems = self._resolve_references(files)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
@@ -89,8 +94,13 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
 
     def _traces(self) -> TraceSet:
         """The traces under traces/; a stale one fails a strict build, else is shown with its values withheld."""
+        for line in recover_outputs(self.root, self.root / "traces"):  # a trace an interrupted swap moved aside
+            log.info(line)
         traces = load_traces(self.root, self.links.lock.upstream.commit if self.links.lock else None)
         stale = traces.refusals()
+        for view in traces.views if self.strict else ():
+            if problem := non_finite(view.trace):
+                raise UserError(problem)
         if stale and self.strict:
             raise UserError("\n".join(stale) + "\n(a strict build refuses stale traces; `annotate build --no-strict` "
                             "builds with their values withheld from the changed files)")
@@ -151,7 +161,10 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         return references.render(ref, resolution, self.links, uri)
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-        """Server-side math for hand-written pages (pymdownx.arithmatex, generic mode)."""
+        """Sanitise hand-written pages (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
+        if page.file.generated_by is None:
+            html_text = safe_html.clean(html_text)
+
         def render(m: re.Match) -> str:
             tex = html.unescape(m.group(2))
             try:

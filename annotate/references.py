@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable
 
 from annotate.anchors import Anchor, Resolution
+from annotate.codec import read_text
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.vendoring.sync import vendored_files
@@ -93,6 +94,11 @@ def find(markdown: str, page: str, files: list[str]) -> list[Reference]:
         for m in _REF.finditer(text):
             file, anchor, label = parse(m.group("body"), page, number, files)
             found.append(Reference(m.group(0), page, number, file, anchor, label))
+        rest = _REF.sub(lambda m: " " * len(m.group(0)), text)
+        if "[[" in rest:
+            start = rest.index("[[")
+            raise ReferenceError(f"{DOCS_DIR}/{page}:{number}: unclosed reference {text[start:start + 40].strip()!r}; "
+                                 "close it with `]]` (or put it in `code` to show the syntax)")
     return found
 
 
@@ -105,7 +111,7 @@ def scan_docs(root: Path, files: list[str] | None = None) -> list[Reference]:
     found = []
     for page in sorted(docs.rglob("*.md")):
         rel = page.relative_to(docs).as_posix()
-        found.extend(find(page.read_text(encoding="utf-8"), rel, files))
+        found.extend(find(read_text(page, f"{DOCS_DIR}/{rel}"), rel, files))
     return found
 
 

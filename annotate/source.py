@@ -159,7 +159,9 @@ class SourceFile:
 
 def load(path: Path, relpath: str | None = None) -> SourceFile:
     """Parse a file from disk; ``relpath`` is the name used in messages (default: the path)."""
-    return parse(path.read_text(encoding="utf-8"), relpath or str(path))
+    from annotate.codec import read_text
+
+    return parse(read_text(path, relpath, fix="run `annotate vendor sync` to restore it"), relpath or str(path))
 
 
 def parse(text: str, path: str = "<string>") -> SourceFile:

@@ -37,7 +37,7 @@ from annotate.vendoring.lock import (
     sha256_bytes,
 )
 from annotate.vendoring.sources import GitCommit, read_git
-from annotate.vendoring.sync import stage
+from annotate.vendoring.sync import stage, vendor_writer
 
 UNCHANGED = "unchanged"
 #: Files a commit must have to be a nano-vllm tree at all (anything else may come and go).
@@ -251,6 +251,11 @@ def apply_update(root: Path, plan: UpdatePlan) -> None:
 
     On any failure (or interrupt) the previous vendor copy and lock are left exactly as they were.
     """
+    with vendor_writer(root):
+        _apply(root, plan)
+
+
+def _apply(root: Path, plan: UpdatePlan) -> None:
     lock_path, vendor = root / LOCK_NAME, root / VENDOR_DIR
     if not lock_path.is_file() or sha256_bytes(lock_path.read_bytes()) != plan.lock_sha256:
         raise UserError(f"{lock_path}: changed since the update was planned; run `annotate vendor update` again")

@@ -69,12 +69,24 @@ def test_malformed_json_names_position(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "mutate, message",
     [
-        (lambda d: d.pop("source"), "missing key source"),
-        (lambda d: d["upstream"].pop("commit"), "missing key upstream.commit"),
-        (lambda d: d["source"].pop("sha256"), "missing key source.sha256"),
+        (lambda d: d.pop("source"), r"\$\.source: missing; expected an object"),
+        (lambda d: d["upstream"].pop("commit"), r"\$\.upstream\.commit: missing"),
+        (lambda d: d["source"].pop("sha256"), r"\$\.source\.sha256: missing"),
         (lambda d: d["source"].update(kind="ftp"), "source.kind 'ftp' is unknown"),
         (lambda d: d.update(format=99), "lock format 99 is not supported"),
-        (lambda d: d["upstream"]["files"]["LICENSE"].pop("blob"), r"upstream.files\['LICENSE'\].blob"),
+        (lambda d: d["upstream"]["files"]["LICENSE"].pop("blob"), r"\$\.upstream\.files\.LICENSE\.blob: missing"),
+        (lambda d: d["upstream"].update(repo="javascript:alert(1)//x"), r"\$\.upstream\.repo: expected an https:// URL"),
+        (lambda d: d["upstream"].update(repo=None), r"\$\.upstream\.repo: expected an https:// URL.*got null"),
+        (lambda d: d["upstream"].update(commit=12), r"\$\.upstream\.commit: expected a full 40-hex commit, got 12"),
+        (lambda d: d["upstream"].update(files=[]), r"\$\.upstream\.files: expected an object, got a list"),
+        (lambda d: d["upstream"]["files"]["LICENSE"].update(bytes="lots"), r"LICENSE\.bytes: expected an integer, got \"lots\""),
+        (lambda d: d["upstream"]["files"]["LICENSE"].update(line_sha256_16=["abc"]),
+         r"LICENSE\.line_sha256_16\[0\]: expected 16 lowercase hex digits"),
+        (lambda d: d["upstream"]["files"].update({"../../etc/hostname": d["upstream"]["files"]["LICENSE"]}),
+         r"expected a relative POSIX path inside the vendor folder"),
+        (lambda d: d["source"].update(kind="git", url="--upload-pack=x", commit="0" * 40),
+         r"\$\.source\.url: expected a git URL or a local path"),
+        (lambda d: d["source"]["files"].pop("LICENSE"), r"\$\.source\.files: expected an entry for every upstream file"),
     ],
 )
 def test_missing_keys_are_named(mutate, message: str) -> None:

@@ -64,7 +64,7 @@ def test_unwritable_out(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("content, needle", [
-    ('{"format": "annotate-trace", "version": 1, "meta"', "truncated or not JSON"),
+    ('{"format": "annotate-trace", "version": 1, "meta"', "invalid JSON"),
     ('{"format": "annotate-trace", "version": 99}', "version 99"),
     ('{"format": "something-else", "version": 1}', "not an annotate trace"),
     ('{"format": "annotate-trace", "version": 1, "meta": {}}', "incomplete trace"),
@@ -91,7 +91,7 @@ def test_vendor_facts_with_and_without_lock(tmp_path: Path) -> None:
     f.write_text("a = 1\n")
     facts = provenance.vendor_facts(tmp_path)
     assert facts["lock"] is None and facts["files"] == {"nanovllm/x.py": provenance.sha256_file(f)}
-    lock = Lock(Upstream("r", "c" * 40, "", "", {}), Source("wheel", "w", "1", "a" * 64, files={"nanovllm/x.py": "0" * 64}))
+    lock = Lock(Upstream("https://example.org/r", "c" * 40, "", "", {}), Source("wheel", "w", "1", "a" * 64, files={"nanovllm/x.py": "0" * 64}))
     write_lock(tmp_path / LOCK_NAME, lock)
     facts = provenance.vendor_facts(tmp_path)
     assert facts["upstream"]["commit"] == "c" * 40 and facts["mismatched"] == ["nanovllm/x.py"]

@@ -23,6 +23,16 @@ def scratch(tmp_path: Path) -> Path:
     return copy_project(tmp_path / "project")
 
 
+def vouch_for(project: Path, path: str) -> None:
+    """Record the vendored file's current sha256 in the lock (what `vendor update` does for its files)."""
+    import hashlib
+
+    lock = project / "vendor/nano-vllm.lock.json"
+    data = json.loads(lock.read_text(encoding="utf-8"))
+    data["source"]["files"][path] = hashlib.sha256((project / "vendor/nano-vllm" / path).read_bytes()).hexdigest()
+    lock.write_text(json.dumps(data), encoding="utf-8")
+
+
 def with_traces(project: Path, *names: str) -> Path:
     for name in names:
         shutil.copytree(mini_dir(name), project / "traces" / ("cpu" if name == "bf16" else f"cpu-{name}"))
@@ -55,6 +65,7 @@ def test_strict_build_refuses_a_stale_trace_in_one_line(scratch: Path, capsys) -
     with_traces(scratch, "bf16")
     qwen3 = scratch / "vendor/nano-vllm" / QWEN3
     qwen3.write_text("# moved\n" + qwen3.read_text())
+    vouch_for(scratch, QWEN3)  # as after `vendor update`: the lock vouches for the new bytes, the trace does not
     assert build(scratch) != 0
     err = capsys.readouterr().err
     assert "traces/cpu: made from other bytes of nanovllm/models/qwen3.py" in err and "--force" in err
@@ -74,7 +85,7 @@ def test_non_strict_build_withholds_stale_values(scratch: Path, capsys) -> None:
 
 
 @pytest.mark.parametrize("damage, message", [
-    (lambda p: p.write_text(p.read_text()[:1000]), "truncated or not JSON"),
+    (lambda p: p.write_text(p.read_text()[:1000]), "invalid JSON"),
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "version": 99})), "trace format version 99"),
 ], ids=["truncated", "wrong-version"])
 def test_broken_trace_is_one_clear_error(scratch: Path, capsys, damage, message: str) -> None:

@@ -6,6 +6,7 @@ parsers stay small and the rooms stay independent of each other.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -46,10 +47,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if not args.root.is_dir():
+            raise UserError(f"--root {args.root}: no such folder; pass the project root (the folder with mkdocs.yml)")
         return int(args.func(args) or 0)
     except UserError as exc:
         print(f"annotate: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        where = f" writing {exc.filename}" if exc.filename else ""
+        print(f"annotate: error: {exc.strerror}{where}; free space (or make it writable) and run again; "
+              "nothing half-written was kept", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("annotate: interrupted; nothing half-written was kept", file=sys.stderr)
         return 130

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -39,11 +40,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     from annotate import notes
+    from annotate.links import Links
     from annotate.render.katex import shared
+    from annotate.vendoring.sync import verify_vendored
 
+    verify_vendored(args.root, Links(args.root).lock)  # the strict build's vendor verdict, first
     math_check = None if args.no_math else shared(args.root).check
     report = notes.check(args.root, math_check=math_check)
     print(report.render())
+    if math_check is not None:  # the pages' formulas too, as the strict build renders them
+        from annotate.docs_math import check_docs
+
+        bad_math = check_docs(args.root, math_check)
+        if bad_math:
+            raise UserError(bad_math[0] + (f" (and {len(bad_math) - 1} more)" if len(bad_math) > 1 else ""))
     broken = [] if args.no_claims else claim_problems(args.root)
     for line in broken:
         print(f"claim  {line}")
@@ -74,25 +84,48 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
     from mkdocs.config import load_config
     from mkdocs.exceptions import Abort, ConfigurationError, PluginError
 
-    from annotate.atomic import swap_dir
+    from annotate import guard
 
     config_file = root / CONFIG
     if not config_file.is_file():
         raise UserError(f"{config_file}: missing; restore it with `git checkout -- {CONFIG}`")
+    guard.refuse_unsafe_output(root, target, "--site-dir", ours=is_previous_site)
     target.parent.mkdir(parents=True, exist_ok=True)
+    with guard.output_lock(root, target, "--site-dir"):
+        _build_and_swap(config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config)
+
+
+def is_previous_site(folder: Path) -> bool:
+    """A folder `annotate build` wrote: it carries the marker (or, from before the marker, MkDocs' own index)."""
+    from annotate.guard import MARKER
+
+    return (folder / MARKER).is_file() or ((folder / "search" / "search_index.json").is_file()
+                                           and (folder / "index.html").is_file())
+
+
+def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config) -> None:  # noqa: ANN001
+    """MkDocs into a hidden staging folder beside ``target`` (git-ignored, swept next time), then the swap."""
+    from annotate.atomic import swap_dir
+    from annotate.guard import mark
+
     staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     log = _MkDocsLog()
     try:
         config = load_config(str(config_file), strict=strict, site_dir=str(staged))
         build(config)
-    except (Abort, ConfigurationError, PluginError) as exc:
+    except failures as exc:
         raise UserError("\n".join(log.errors) or f"build failed: {exc}; see the warnings above") from None
     else:
+        os.chmod(staged, 0o755)
+        mark(staged)
         swap_dir(staged, target)
     finally:
         log.close()
         if staged.exists():
             shutil.rmtree(staged, ignore_errors=True)
+
+
+_PAGE_ERROR = ("Error reading page", "Error building page")
 
 
 class _MkDocsLog(logging.Handler):
@@ -110,7 +143,10 @@ class _MkDocsLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if record.levelno >= logging.ERROR:
-            self.errors.append(message)
+            if self.errors and self.errors[-1].startswith(_PAGE_ERROR) and self.errors[-1].endswith(":"):
+                self.errors[-1] += " " + message  # MkDocs logs "Error reading page 'x':", then the plugin's line
+            else:
+                self.errors.append(message)
         else:
             print(f"WARNING - {message}", file=sys.stderr)
 

@@ -16,7 +16,7 @@ ORDER: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     ("源码 · Source", ("source/",)),
     ("运行值 · Trace", ("trace/", "values.md")),
     ("速查 · Reference", ("reference/",)),
-    ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md")),
+    ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md", "refuses.md")),
 )
 
 

@@ -1,30 +1,18 @@
-"""Note prose -> HTML: Markdown (inline code, emphasis, links) plus ``$inline$`` math via KaTeX."""
+"""Note prose -> HTML: Markdown (inline code, emphasis, links) plus ``$inline$`` math via KaTeX.
+
+The rendering itself lives in :mod:`annotate.safe_html` (the one path that sanitises); this module
+keeps the names the page generators import.
+"""
 from __future__ import annotations
 
-import re
 from typing import Callable
 
-import markdown
+from annotate.safe_html import split_math
+from annotate.safe_html import prose as _prose
 
-_INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\s)(.+?)(?<![\s\\])\$(?!\$)")
-_TOKEN = "zzanmath{}zz"  # letters only: Markdown leaves it alone (it uses \x02…\x03 itself)
-
-
-def split_math(text: str) -> tuple[str, list[str]]:
-    """Replace each ``$…$`` by a placeholder Markdown leaves alone; return the formulas."""
-    found: list[str] = []
-
-    def keep(m: re.Match) -> str:
-        found.append(m.group(1))
-        return _TOKEN.format(len(found) - 1)
-
-    return _INLINE_MATH.sub(keep, text), found
+__all__ = ["render_prose", "split_math"]
 
 
 def render_prose(text: str, math: Callable[[str], str]) -> str:
-    """Markdown with inline math -> HTML; ``math(tex)`` returns KaTeX HTML (or raises)."""
-    stripped, formulas = split_math(text)
-    body = markdown.markdown(stripped, output_format="html")
-    for i, tex in enumerate(formulas):
-        body = body.replace(_TOKEN.format(i), math(tex))
-    return body
+    """Markdown with inline math -> sanitised HTML; ``math(tex)`` returns KaTeX HTML (or raises)."""
+    return _prose(text, math)

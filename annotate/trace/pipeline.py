@@ -11,10 +11,11 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from annotate import guard, interrupts
 from annotate.errors import UserError
 from annotate.progress import Progress
 from annotate.trace import assemble, internals, kernels, provenance, runtime, store
@@ -99,34 +100,42 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
     out = req.out or default_out(req.options, root)
     facts = provenance.vendor_facts(root)
     key = inputs_key(req, facts)
-    if req.if_stale and out.exists():
-        reason = store.payload_matches(out, key)
-        if reason is None:
-            progress.say(f"[trace] {out} is up to date; nothing to do")
-            return TraceResult(out, True)
-        progress.say(f"[trace] {reason}; regenerating")
-        if not (out / store.JSON_NAME).is_file():
-            raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
-    store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()))
-    internals.require()
-    capture = kernels.capture()
-    with progress.step("build", "writing the checkpoint and building the vendored model"):
-        rt = runtime.build_runtime(opts)
-    try:
-        return _traced(req, opts, rt, out, key, facts, capture, progress)
-    finally:
-        rt.close()
+    with guard.output_lock(root, out, "--out"):  # also puts back a trace an interrupted swap moved aside
+        if req.if_stale and out.exists():
+            reason = store.payload_matches(out, key)
+            if reason is None:
+                progress.say(f"[trace] {out} is up to date; nothing to do")
+                return TraceResult(out, True)
+            progress.say(f"[trace] {reason}; regenerating")
+            if not (out / store.JSON_NAME).is_file():
+                raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
+        store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()), root)
+        internals.require()
+        return _run_locked(req, opts, out, key, facts, progress)
+
+
+def _run_locked(req: TraceRequest, opts: runtime.TraceOptions, out: Path, key: dict[str, Any],
+                facts: dict[str, Any], progress: Progress) -> TraceResult:
+    with interrupts.watched() as interrupted:  # a Ctrl-C swallowed inside torch.compile still stops the run
+        capture = kernels.capture()
+        with progress.step("build", "writing the checkpoint and building the vendored model"):
+            rt = runtime.build_runtime(opts)
+        try:
+            return _traced(req, opts, rt, out, key, facts, capture, progress, interrupted)
+        finally:
+            rt.close()
 
 
 def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, out: Path,
             key: dict[str, Any], facts: dict[str, Any], capture: kernels.KernelCapture,
-            progress: Progress) -> TraceResult:
+            progress: Progress, interrupted: Callable[[], None] = lambda: None) -> TraceResult:
     root = opts.root
     mods = runtime.import_vendored(root, rt.device.type)
     first_module = len(capture.modules)
     before = internals.dynamo_counts()
     with progress.step("compile", "first prefill: torch.compile (Inductor) of the fused functions"):
         plain = runtime.run_prefill(rt)
+    interrupted()
     compiled = _delta(internals.dynamo_counts(), before)
     rec = Recorder(rt.model, mods, runtime.vendor_root(root))
     before = internals.dynamo_counts()
@@ -135,6 +144,7 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
             traced = runtime.run_prefill(rt)
     while_recording = _delta(internals.dynamo_counts(), before)
     rec.uninstall()
+    interrupted()
     layers = int(rt.config["num_hidden_layers"])
     with progress.step("reference", "HF transformers Qwen3 on the same checkpoint"):
         ref = run_reference(rt.checkpoint, layers, rt.dtype, rt.device, rt.input_ids)
@@ -157,6 +167,7 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
                     "compiled_vs_eager": assemble.compiled_summary(checks),
                     "flow": assemble.flow_payload(records)},
     }
+    interrupted()
     with progress.step("write", f"writing {out}"):
         payload["meta"]["timings"] = dict(progress.timings)
         store.write_trace(out, payload, tensors if save else None, req.force or req.if_stale)

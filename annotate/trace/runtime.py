@@ -10,10 +10,13 @@ Checkpoints are either a preset (deterministic random weights written to a temp 
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
 import os
+import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +25,7 @@ from typing import Any, Iterator
 
 import torch
 
+from annotate import codec
 from annotate.errors import UserError
 from annotate.trace import kernels, shims
 from annotate.vendoring.lock import VENDOR_DIR
@@ -142,8 +146,39 @@ def init_process_group() -> None:
 
     if dist.is_initialized():
         return
-    rendezvous = Path(tempfile.mkdtemp(prefix="annotate-pg-")) / "store"
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=0, world_size=1)
+    folder = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}pg-{os.getpid()}-"))
+    atexit.register(shutil.rmtree, folder, True)  # the gloo store's folder goes with the process
+    dist.init_process_group("gloo", init_method=f"file://{folder / 'store'}", rank=0, world_size=1)
+
+
+TEMP_PREFIX = "annotate-"
+_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg)-(\d+)-")
+
+
+def sweep_temp(base: Path | None = None) -> list[Path]:
+    """Remove the temp checkpoints and process-group folders of annotate runs that were killed.
+
+    Each run names its folders after its process id; a folder whose process is gone is a leftover
+    (a SIGKILL gives no chance to clean up). Returns what was removed.
+    """
+    base = Path(tempfile.gettempdir()) if base is None else base
+    removed = []
+    for entry in base.iterdir() if base.is_dir() else ():
+        m = _TEMP.match(entry.name)
+        if m and entry.is_dir() and not entry.is_symlink() and not _alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ---------------------------------------------------------------- validation
@@ -189,16 +224,87 @@ def read_model_dir(model: Path) -> dict[str, Any]:
         raise UserError(f"--model {model}: not a directory; pass a local Qwen3 checkpoint folder")
     if not cfg_path.is_file():
         raise UserError(f"--model {model}: no config.json; pass a folder holding config.json and *.safetensors")
-    try:
-        config = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"{cfg_path}: unreadable JSON ({exc}); fix or re-download the checkpoint") from exc
+    config = codec.obj(codec.read_json(cfg_path, fix=REDOWNLOAD), codec.At(str(cfg_path), fix=REDOWNLOAD))
     if config.get("model_type") != "qwen3":
         raise UserError(f"{cfg_path}: model_type is {config.get('model_type')!r}, not 'qwen3'; "
                         "annotate traces nano-vllm's Qwen3 only")
     if not list(model.glob("*.safetensors")):
         raise UserError(f"--model {model}: no *.safetensors weights; download the weights next to config.json")
+    return check_config(config, cfg_path)
+
+
+REDOWNLOAD = "fix or re-download the checkpoint"
+#: config.json keys the model is built from: each must be a whole number >= 1
+CONFIG_INTS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+               "vocab_size", "max_position_embeddings")
+
+
+def check_config(data: Any, path: Path) -> dict[str, Any]:
+    """A checkpoint's config.json, typed: every number the model is built from is there and of the right kind."""
+    at = codec.At(str(path), fix=REDOWNLOAD)
+    config = codec.obj(data, at)
+    for key in CONFIG_INTS:
+        codec.field(config, key, at, lambda v, a: codec.integer(v, a, 1))
+    codec.field(config, "head_dim", at, lambda v, a: codec.integer(v, a, 1), None)
+    for key in ("rms_norm_eps", "rope_theta"):
+        codec.field(config, key, at, lambda v, a: codec.number(v, a, finite=True), None)
+    codec.field(config, "tie_word_embeddings", at, codec.boolean, None)
+    codec.field(config, "model_type", at, codec.string)
     return config
+
+
+def expected_weights(config: dict[str, Any], layers: int) -> dict[str, tuple[int, ...]]:
+    """HF Qwen3 weight name -> shape for the first ``layers`` decoder layers (what the model will load)."""
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    hd = config.get("head_dim") or hidden // heads
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,)}
+    if not config.get("tie_word_embeddings", False):
+        shapes["lm_head.weight"] = (vocab, hidden)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        shapes.update({
+            p + "self_attn.q_proj.weight": (heads * hd, hidden), p + "self_attn.k_proj.weight": (kv * hd, hidden),
+            p + "self_attn.v_proj.weight": (kv * hd, hidden), p + "self_attn.o_proj.weight": (hidden, heads * hd),
+            p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
+            p + "mlp.gate_proj.weight": (inter, hidden), p + "mlp.up_proj.weight": (inter, hidden),
+            p + "mlp.down_proj.weight": (hidden, inter),
+            p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,)})
+    return shapes
+
+
+def check_weights(folder: Path, config: dict[str, Any], layers: int) -> None:
+    """Before recording: every weight the model expects is in the *.safetensors, with its shape, a float
+    dtype and only finite values (a missing q_proj once gave a NaN trace and exit 0)."""
+    from safetensors import SafetensorError, safe_open
+
+    want = expected_weights(config, layers)
+    found: dict[str, Path] = {}
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), "pt", "cpu") as handle:
+                for key in handle.keys():
+                    found[key] = file
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise UserError(f"{file}: not a readable safetensors file ({str(exc).splitlines()[0][:80]}); "
+                            f"{REDOWNLOAD}") from None
+    missing = sorted(set(want) - set(found))
+    if missing:
+        raise UserError(f"{folder}: weight {missing[0]} missing{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
+                        f"{REDOWNLOAD}")
+    for name, shape in want.items():
+        try:
+            with safe_open(str(found[name]), "pt", "cpu") as handle:
+                tensor = handle.get_tensor(name)
+        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+            raise UserError(f"{found[name]}: {name}: unreadable ({str(exc).splitlines()[0][:80]}); {REDOWNLOAD}") from None
+        if tuple(tensor.shape) != shape:
+            raise UserError(f"{found[name]}: {name}: shape {list(tensor.shape)}, expected {list(shape)} from config.json; "
+                            f"{REDOWNLOAD}")
+        if not tensor.is_floating_point():
+            raise UserError(f"{found[name]}: {name}: dtype {tensor.dtype}, expected a float dtype; {REDOWNLOAD}")
+        if not bool(torch.isfinite(tensor).all()):
+            raise UserError(f"{found[name]}: {name}: holds NaN or infinite values; {REDOWNLOAD}")
 
 
 def preset_config(preset: Preset, layers: int, dtype: str) -> dict[str, Any]:
@@ -280,6 +386,7 @@ def write_checkpoint(folder: Path, config: dict[str, Any], seed: int, dtype: tor
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
+    check_config(config, folder / "config.json")  # what the reader of --model checkpoints accepts
     (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
     save_file(random_state_dict(config, seed, dtype), str(folder / "model.safetensors"), metadata={"format": "pt"})
     return folder
@@ -359,12 +466,15 @@ def build_model(mods: dict[str, Any], hf_config: Any, folder: Path, dtype: torch
 
 def build_runtime(opts: TraceOptions) -> Runtime:
     """Validate the options, write/locate the checkpoint, build the model, prepare the inputs."""
+    if not 0 <= opts.seed < 2**62:
+        raise UserError(f"--seed {opts.seed}: out of range; pass a whole number from 0 to {2**62 - 1}")
     device = check_device(opts.device)
     dtype = check_dtype(device, opts.dtype)
     tmp: tempfile.TemporaryDirectory | None = None
     if opts.model is not None:
         config = read_model_dir(opts.model)
         layers = resolve_layers(opts.layers, int(config["num_hidden_layers"]), str(opts.model))
+        check_weights(opts.model, config, layers)
         folder, label = opts.model, opts.model.name
     else:
         if opts.preset not in PRESETS:
@@ -378,14 +488,20 @@ def build_runtime(opts: TraceOptions) -> Runtime:
     if len(ids) > int(config["max_position_embeddings"]):
         raise UserError(f"--prompt: {len(ids)} tokens is beyond the position limit {config['max_position_embeddings']}; shorten it")
     kernels.capture()  # before anything can compile: Dynamo compiles each function once per process
+    sweep_temp()
     mods = import_vendored(opts.root, device.type)
     init_process_group()
-    if folder is None:
-        tmp = tempfile.TemporaryDirectory(prefix="annotate-ckpt-")
-        folder = write_checkpoint(Path(tmp.name), config, opts.seed, dtype)
-    hf_config = hf_config_from(folder, layers)
-    config = {**config, "num_hidden_layers": layers}
-    model, warnings = build_model(mods, hf_config, folder, dtype, device)
+    try:
+        if folder is None:
+            tmp = tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}ckpt-{os.getpid()}-")
+            folder = write_checkpoint(Path(tmp.name), config, opts.seed, dtype)
+        hf_config = hf_config_from(folder, layers)
+        config = {**config, "num_hidden_layers": layers}
+        model, warnings = build_model(mods, hf_config, folder, dtype, device)
+    except BaseException:
+        if tmp is not None:
+            tmp.cleanup()  # an error or Ctrl-C while building: the checkpoint goes now, not at exit
+        raise
     return Runtime(
         model=model, hf_config=hf_config, config=config, checkpoint=folder, device=device, dtype=dtype,
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),

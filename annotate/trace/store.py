@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from annotate import codec
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
 from annotate.trace import placement
+from annotate.trace import validate
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
@@ -202,10 +204,7 @@ class Trace:
         path = self.path / BANDWIDTH_NAME
         if not path.is_file():
             return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UserError(f"{path}: unreadable ({type(exc).__name__}); rerun scripts/gpu-check.sh") from exc
+        return validate.check_bandwidth(path)
 
     def tensor(self, key: str) -> Any:
         """A saved full tensor (torch), or KeyError when the trace kept summaries only."""
@@ -243,10 +242,7 @@ def read_payload(path: Path) -> dict[str, Any]:
     jpath = trace_json(path)
     if not jpath.is_file():
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
-    try:
-        payload = json.loads(jpath.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"{jpath}: truncated or not JSON ({type(exc).__name__}); regenerate it with `annotate trace --force`") from exc
+    payload = codec.read_json(jpath, fix="regenerate it with `annotate trace --force`")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"{jpath}: not an annotate trace (format is {payload.get('format') if isinstance(payload, dict) else None!r}); regenerate it with `annotate trace --force`")
     if payload.get("version") not in READABLE:
@@ -254,6 +250,7 @@ def read_payload(path: Path) -> dict[str, Any]:
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
     if missing:
         raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); regenerate it with `annotate trace --force`")
+    validate.check_payload(payload, jpath)
     return payload
 
 
@@ -270,6 +267,7 @@ def load_trace(path: Path | str, source_root: Path | str | None = None) -> Trace
     except (KeyError, TypeError) as exc:
         raise UserError(f"{trace_json(path)}: malformed record ({exc!r}); regenerate it with `annotate trace --force`") from exc
     root = path if path.is_dir() else path.parent
+    validate.check_tensors(root, payload, TENSORS_NAME)
     functions, summary = payload.get("functions", []), payload.get("summary", {})
     where = Path(source_root) if source_root is not None else (
         placement.find_source_root(root.resolve()) or placement.find_source_root(Path.cwd()))
@@ -329,27 +327,36 @@ def find_traces(root: Path) -> list[Path]:
 
 # ---------------------------------------------------------------- writing
 
-def check_out(out: Path, force: bool) -> None:
-    """Refuse an existing --out without --force, a non-trace path, or an unwritable parent — before any work."""
+def check_out(out: Path, force: bool, root: Path | None = None) -> None:
+    """Refuse an unsafe --out (see annotate.guard), an existing one without --force, or an unwritable
+    place — before any work, creating nothing."""
+    from annotate.guard import refuse_unsafe_output
+
+    if root is not None:
+        refuse_unsafe_output(root, out, "--out", inputs=("docs", "notes", "vendor", "traces", ".git"),
+                             ours=is_trace_dir, home="traces", tracked_ok=True)
     if out.exists():
         if not force:
             raise UserError(f"--out {out}: already exists; pass --force to replace it")
-        if out.is_file() or (any(out.iterdir()) and not (out / JSON_NAME).is_file()):
+        if out.is_file() or (any(out.iterdir()) and not is_trace_dir(out)):
             raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
-    parent = out.parent if str(out.parent) else Path(".")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".{out.name}.probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"--out {out}: cannot write in {parent} ({exc.strerror or exc}); choose a writable --out") from exc
+    existing = out.parent if str(out.parent) else Path(".")
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out}: cannot write in {existing}; choose a writable --out")
+
+
+def is_trace_dir(folder: Path) -> bool:
+    """A folder `annotate trace` wrote (its trace.json is the mark of a previous output)."""
+    return (folder / JSON_NAME).is_file()
 
 
 def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | None, force: bool) -> Path:
     """Write `payload` (+ tensors) to `out` atomically: build a hidden `.<out>.tmp-XXXX` beside it, then
     swap it into place (`annotate.atomic.swap_dir`: on failure the previous trace stays at `out`)."""
     check_out(out, force)
+    out.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
         os.chmod(staged, 0o755)  # mkdtemp makes it 0700; a trace folder is as readable as any other
@@ -360,6 +367,7 @@ def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | No
             os.chmod(staged / TENSORS_NAME, 0o644)
         body = json.dumps({"format": FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
                           separators=(",", ":"), allow_nan=True)
+        validate.check_payload(json.loads(body), staged / JSON_NAME)  # the writer obeys the reader's model
         (staged / JSON_NAME).write_text(body, encoding="utf-8")
         swap_dir(staged, out)
     except BaseException:

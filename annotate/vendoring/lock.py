@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from annotate import codec
 from annotate.atomic import atomic_write_text
 from annotate.errors import UserError
 
@@ -118,46 +120,82 @@ def read_lock(path: Path) -> Lock:
     """Read and validate the lock; any problem is one UserError line naming the file and the fix."""
     if not path.is_file():
         raise UserError(f"{path}: lock file missing; restore it with `git checkout -- {LOCK_NAME}`")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON ({exc.msg}); fix it or restore it from git") from None
-    return lock_from_json(data, path)
+    return lock_from_json(codec.read_json(path, fix=FIX), path)
+
+
+FIX = f"fix it or restore it with `git checkout -- {LOCK_NAME}`"
+HTTPS_URL = r"https://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[A-Za-z0-9._~%+@:/-]*)?"
+#: a git source: a URL git understands or a local path; never something git would read as an option
+GIT_SOURCE = r"(?:(?:https?|ssh|git|file)://[^\s\"'<>]+|[^-\s\"'<>][^\s\"'<>]*)"
+HEX40, HEX64, HEX16 = r"[0-9a-f]{40}", r"[0-9a-f]{64}", r"[0-9a-f]{16}"
+
+
+def safe_relative(value: Any, at: codec.At) -> str:
+    """A lock key: a relative POSIX path that stays inside the vendor root (no ``..``, no ``/x``, no ``\\``)."""
+    name = codec.string(value, at)
+    parts = name.split("/")
+    if (not name or name.startswith("/") or "\\" in name or "\0" in name or re.match(r"^[A-Za-z]:", name)
+            or any(p in ("", ".", "..") for p in parts)):
+        at.fail("a relative POSIX path inside the vendor folder (like nanovllm/config.py)", value)
+    return name
+
+
+def _paths_of(decode):  # noqa: ANN001, ANN202 - a codec combinator
+    def run(value: Any, at: codec.At) -> dict:
+        out = {}
+        for key, item in codec.obj(value, at).items():
+            safe_relative(key, at.key(key))
+            out[key] = decode(item, at.key(key))
+        return out
+    return run
+
+
+def _upstream_file(value: Any, at: codec.At) -> UpstreamFile:
+    facts = codec.obj(value, at)
+    hex16 = lambda v, a: codec.string(v, a, HEX16, "16 lowercase hex digits")  # noqa: E731
+    hashes = codec.field(facts, "line_sha256_16", at, codec.list_of(hex16))
+    size = codec.field(facts, "bytes", at, lambda v, a: codec.integer(v, a, 0), 0)
+    lines = codec.field(facts, "lines", at, lambda v, a: codec.integer(v, a, 0), len(hashes))
+    if lines != len(hashes):
+        at.key("lines").fail(f"{len(hashes)} (the number of line hashes)", lines)
+    return UpstreamFile(codec.field(facts, "blob", at, lambda v, a: codec.string(v, a, HEX40, "a 40-hex git blob id")),
+                        size, tuple(hashes))
 
 
 def lock_from_json(data: Any, path: Path | str = LOCK_NAME) -> Lock:
-    _require(data, ("format", "upstream", "source"), path, "")
-    if data["format"] != LOCK_FORMAT:
-        raise UserError(f"{path}: lock format {data['format']!r} is not supported (expected {LOCK_FORMAT})")
-    up = data["upstream"]
-    _require(up, ("repo", "commit", "files"), path, "upstream.")
-    files = {}
-    for name, facts in up["files"].items():
-        _require(facts, ("blob", "line_sha256_16"), path, f"upstream.files[{name!r}].")
-        files[name] = UpstreamFile(facts["blob"], int(facts.get("bytes", 0)), tuple(facts["line_sha256_16"]))
-    src = data["source"]
-    _require(src, ("kind",), path, "source.")
-    if src["kind"] == "wheel":
-        _require(src, ("name", "version", "sha256"), path, "source.")
-    elif src["kind"] == "git":
-        _require(src, ("url", "commit"), path, "source.")
+    """The typed lock, validated field by field: each error names the JSON path and what was expected."""
+    at = codec.At(str(path), fix=FIX)
+    top = codec.obj(data, at)
+    fmt = codec.field(top, "format", at, codec.integer)
+    if fmt != LOCK_FORMAT:
+        raise UserError(f"{path}: lock format {fmt!r} is not supported (expected {LOCK_FORMAT})")
+    up_at = at.key("upstream")
+    up = codec.field(top, "upstream", at, codec.obj)
+    upstream = Upstream(
+        repo=codec.field(up, "repo", up_at, lambda v, a: codec.string(v, a, HTTPS_URL, "an https:// URL of the repository")),
+        commit=codec.field(up, "commit", up_at, lambda v, a: codec.string(v, a, HEX40, "a full 40-hex commit")),
+        committed=codec.field(up, "committed", up_at, codec.string, ""),
+        subject=codec.field(up, "subject", up_at, codec.string, ""),
+        files=codec.field(up, "files", up_at, _paths_of(_upstream_file)))
+    src_at = at.key("source")
+    src = codec.field(top, "source", at, codec.obj)
+    kind = codec.field(src, "kind", src_at, codec.string)
+    text = lambda pattern, what: lambda v, a: codec.string(v, a, pattern, what)  # noqa: E731
+    if kind == "wheel":
+        extra = dict(name=codec.field(src, "name", src_at, text(r"[A-Za-z0-9._-]+", "a distribution name")),
+                     version=codec.field(src, "version", src_at, text(r"[A-Za-z0-9.+!_-]+", "a version")),
+                     sha256=codec.field(src, "sha256", src_at, text(HEX64, "a 64-hex sha256")))
+    elif kind == "git":
+        extra = dict(url=codec.field(src, "url", src_at, text(GIT_SOURCE, "a git URL or a local path")),
+                     commit=codec.field(src, "commit", src_at, text(HEX40, "a full 40-hex commit")))
     else:
-        raise UserError(f"{path}: source.kind {src['kind']!r} is unknown; use \"wheel\" or \"git\"")
-    source = Source(kind=src["kind"], name=src.get("name", ""), version=src.get("version", ""),
-                    sha256=src.get("sha256", ""), url=src.get("url", ""), commit=src.get("commit", ""),
-                    files=dict(src.get("files", {})))
-    upstream = Upstream(repo=up["repo"], commit=up["commit"], committed=up.get("committed", ""),
-                        subject=up.get("subject", ""), files=files)
-    return Lock(upstream=upstream, source=source)
-
-
-def _require(obj: Any, keys: tuple[str, ...], path: Path | str, prefix: str) -> None:
-    if not isinstance(obj, dict):
-        raise UserError(f"{path}: {prefix.rstrip('.') or 'top level'} must be a JSON object")
-    missing = [k for k in keys if k not in obj]
-    if missing:
-        names = ", ".join(prefix + k for k in missing)
-        raise UserError(f"{path}: missing key{'s' if len(missing) > 1 else ''} {names}; see README 'The vendor lock'")
+        raise UserError(f"{path}: source.kind {kind!r} is unknown; use \"wheel\" or \"git\"")
+    files = codec.field(src, "files", src_at, _paths_of(text(HEX64, "a 64-hex sha256")), {})
+    if files:
+        unlisted = sorted(set(upstream.files) - set(files))
+        if unlisted:
+            src_at.key("files").fail(f"an entry for every upstream file (missing {unlisted[0]})", "fewer")
+    return Lock(upstream=upstream, source=Source(kind=kind, files=files, **extra))
 
 
 def lock_text(lock: Lock) -> str:
@@ -166,4 +204,7 @@ def lock_text(lock: Lock) -> str:
 
 
 def write_lock(path: Path, lock: Lock) -> None:
-    atomic_write_text(path, lock_text(lock))
+    """Write the lock atomically, after checking that it reads back (writer and reader share one model)."""
+    text = lock_text(lock)
+    lock_from_json(json.loads(text), path)
+    atomic_write_text(path, text)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -19,6 +20,9 @@ from annotate.errors import UserError
 from annotate.vendoring.lock import Source
 
 WANTED = re.compile(r"^(nanovllm/.+\.py|LICENSE)$")
+#: nano-vllm's files are a few KiB each: a member's recorded size is checked against these before it is read
+MEMBER_CAP = 4 * 2**20
+TOTAL_CAP = 64 * 2**20
 _WHEEL_LICENSE = re.compile(r"^[^/]+\.dist-info/(licenses/)?LICENSE$")
 
 
@@ -73,15 +77,35 @@ def wheel_files(wheel: Path, expected_sha256: str) -> dict[str, bytes]:
     if got != expected_sha256:
         raise UserError(f"{wheel}: artifact hash mismatch (sha256 {got}, lock pins {expected_sha256}); "
                         "delete it and run `annotate vendor sync` again")
+    try:
+        return _read_wheel(wheel)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError, OSError) as exc:
+        raise UserError(f"{wheel}: not a readable wheel (corrupt or not a zip archive: {exc}); "
+                        "delete it and run `annotate vendor sync` again") from None
+
+
+def _read_wheel(wheel: Path) -> dict[str, bytes]:
+    """The wanted members, each checked (name, link, recorded size against the caps) before it is decompressed."""
     files: dict[str, bytes] = {}
+    total = 0
     with zipfile.ZipFile(wheel) as archive:
         for info in archive.infolist():
             check_member(info.filename, wheel, is_link=_zip_is_link(info))
             if info.is_dir():
                 continue
             name = "LICENSE" if _WHEEL_LICENSE.match(info.filename) else info.filename
-            if WANTED.match(name):
-                files[name] = archive.read(info)
+            if not WANTED.match(name):
+                continue
+            total += info.file_size
+            if info.file_size > MEMBER_CAP or total > TOTAL_CAP:
+                raise UserError(f"{wheel}: member {info.filename!r} is {info.file_size} bytes uncompressed "
+                                f"(cap {MEMBER_CAP} per file, {TOTAL_CAP} in all); refusing the archive")
+            with archive.open(info) as member:
+                data = member.read(info.file_size + 1)  # never more than the recorded size (+1 to see a lie)
+            if len(data) != info.file_size:
+                raise UserError(f"{wheel}: member {info.filename!r} does not hold its recorded {info.file_size} "
+                                "bytes; refusing the archive")
+            files[name] = data
     return files
 
 
@@ -90,8 +114,10 @@ def _zip_is_link(info: zipfile.ZipInfo) -> bool:
 
 
 def check_member(name: str, archive: Path | str, is_link: bool = False) -> None:
-    """Refuse a member that is a link or whose path would land outside the target folder."""
+    """Refuse a member that is a link, whose path would land outside the target folder, or whose name is too long."""
     pure = PurePosixPath(name.replace("\\", "/"))
+    if len(name.encode("utf-8", "replace")) > 1024 or any(len(p.encode("utf-8", "replace")) > 255 for p in pure.parts):
+        raise UserError(f"{archive}: member {name[:60]!r}… has a name too long for a file system; refusing the archive")
     if is_link:
         raise UserError(f"{archive}: member {name!r} is a symbolic link; refusing the archive")
     if name.startswith(("/", "\\")) or pure.is_absolute() or ".." in pure.parts or re.match(r"^[A-Za-z]:", name):
@@ -99,6 +125,8 @@ def check_member(name: str, archive: Path | str, is_link: bool = False) -> None:
 
 
 def sha256_file(path: Path) -> str:
+    if not path.is_file():
+        raise UserError(f"{path}: not a file (a folder or a link?); delete it and run `annotate vendor sync` again")
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):

@@ -1,12 +1,15 @@
 """`annotate vendor sync`: materialise vendor/nano-vllm from the lock's source, verified, atomically."""
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
+from annotate import guard
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock, sha256_bytes, write_lock
@@ -26,11 +29,58 @@ class SyncResult:
 
 
 def local_paths(vendor: Path) -> list[str]:
-    """Vendor-relative posix paths of every file under the vendor folder (sorted; no __pycache__)."""
+    """Vendor-relative posix paths of every regular file under the vendor folder (sorted).
+
+    Never through a symbolic link (a link to /etc/passwd is not a vendored file), never
+    ``__pycache__`` or the output marker.
+    """
+    return [rel for rel, is_link in _walk(vendor) if not is_link]
+
+
+def _walk(vendor: Path) -> list[tuple[str, bool]]:
+    """(vendor-relative path, is a symbolic link) of every entry that is a file or a link, sorted."""
     if not vendor.is_dir():
         return []
-    return sorted(p.relative_to(vendor).as_posix() for p in vendor.rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts)
+    found = []
+    for folder, dirs, names in os.walk(vendor, followlinks=False):
+        here = Path(folder)
+        for d in list(dirs):
+            if d == "__pycache__":
+                dirs.remove(d)
+            elif (here / d).is_symlink():
+                found.append(((here / d).relative_to(vendor).as_posix(), True))
+        for name in names:
+            path = here / name
+            rel = path.relative_to(vendor).as_posix()
+            if rel != guard.MARKER:
+                found.append((rel, path.is_symlink()))
+    return sorted(found)
+
+
+def verify_vendored(root: Path, lock: Lock) -> None:
+    """What a strict build publishes must be exactly what the lock vouches for: same files, same sha256.
+
+    One line naming the first file that is a link, extra, missing or changed, with the fix.
+    """
+    vendor = root / VENDOR_DIR
+    fix = "run `annotate vendor sync` to restore the vendored copy the lock pins"
+    if not vendor.is_dir():
+        raise UserError(f"{VENDOR_DIR}: the vendored copy is missing; {fix}")
+    recorded = lock.source.files
+    if not recorded:
+        raise UserError(f"{LOCK_NAME}: records no sha256 of the vendored files; {fix}")
+    seen = set()
+    for rel, is_link in _walk(vendor):
+        if is_link:
+            raise UserError(f"{VENDOR_DIR}/{rel}: is a symbolic link, not a vendored file; {fix}")
+        if rel not in recorded:
+            raise UserError(f"{VENDOR_DIR}/{rel}: not in {LOCK_NAME}; {fix}")
+        if sha256_bytes((vendor / rel).read_bytes()) != recorded[rel]:
+            raise UserError(f"{VENDOR_DIR}/{rel}: sha256 differs from {LOCK_NAME} (edited?); {fix}")
+        seen.add(rel)
+    missing = sorted(set(recorded) - seen)
+    if missing:
+        raise UserError(f"{VENDOR_DIR}/{missing[0]}: missing; {fix}")
 
 
 def local_hashes(vendor: Path) -> dict[str, str]:
@@ -54,8 +104,29 @@ def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
     return sorted(changed + extra)
 
 
+@contextlib.contextmanager
+def vendor_writer(root: Path) -> Iterator[None]:
+    """Guard and lock vendor/nano-vllm for one writing run (sync or update); sweep a killed run's leftovers.
+
+    The vendored copy may hold hand edits (sync restores them), but never git-tracked files; a lock
+    file keeps a second run off it; a temp lock file a killed `vendor update` left is removed.
+    """
+    vendor = root / VENDOR_DIR
+    guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home="vendor")
+    with guard.output_lock(root, vendor, "vendor folder"):
+        lock_path = root / LOCK_NAME
+        for leftover in lock_path.parent.glob(f".{lock_path.name}.*.tmp"):
+            leftover.unlink(missing_ok=True)
+        yield
+
+
 def sync(root: Path, lock: Lock | None = None) -> SyncResult:
     """Make vendor/nano-vllm exactly what the lock's source gives; a no-op (still verified) when it is."""
+    with vendor_writer(root):
+        return _sync(root, lock)
+
+
+def _sync(root: Path, lock: Lock | None) -> SyncResult:
     lock_path = root / LOCK_NAME
     lock = lock or read_lock(lock_path)
     vendor = root / VENDOR_DIR

@@ -1,0 +1,42 @@
+"""Math on the hand-written pages: where it is, and the check `annotate check` shares with the strict build.
+
+pymdownx.arithmatex (generic mode, configured in mkdocs.yml) wraps each ``$…$`` / ``$$…$$`` of a page
+in ``<span|div class="arithmatex">``; the plugin renders those with KaTeX at build time. So that
+`annotate check` gives the strict build's verdict, it converts each page with the same Markdown
+extensions and asks KaTeX about the same formulas.
+"""
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+from typing import Callable, Iterator
+
+ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
+
+
+def formulas(page_html: str) -> Iterator[tuple[str, bool]]:
+    """(LaTeX, display) of every arithmatex span in a page's HTML."""
+    for m in ARITHMATEX.finditer(page_html):
+        yield html.unescape(m.group(2)), m.group(1) == "div"
+
+
+def check_docs(root: Path, math_check: Callable[[str], str | None], config_name: str = "mkdocs.yml") -> list[str]:
+    """One line per formula on a page under docs/ that KaTeX refuses (empty: all parse)."""
+    import markdown
+    from mkdocs.config import load_config
+
+    from annotate.codec import read_text
+
+    docs = root / "docs"
+    if not docs.is_dir() or not (root / config_name).is_file():
+        return []
+    config = load_config(str(root / config_name))
+    problems = []
+    for page in sorted(docs.rglob("*.md")):
+        rel = page.relative_to(root).as_posix()
+        md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"])
+        for tex, _display in formulas(md.convert(read_text(page, rel))):
+            if problem := math_check(tex):
+                problems.append(f"{rel}: math ${tex}$: {problem}; fix the LaTeX")
+    return problems

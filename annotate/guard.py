@@ -1,0 +1,184 @@
+"""Output guard: the one check every command runs before it replaces a folder.
+
+A command that replaces a folder (``build --site-dir``, ``trace --out``, ``vendor sync``,
+``vendor update``) deletes what was there. So before any work it asks :func:`refuse_unsafe_output`:
+
+- never the project root or a folder holding it (``--site-dir .`` once deleted the project),
+- never one of the project's inputs (``docs/``, ``notes/``, ``vendor/``, ``traces/`` …) or a folder
+  inside or around one,
+- never a folder holding git-tracked files,
+- never a non-empty folder that does not carry this tool's mark of a previous output
+  (:data:`MARKER`, or the output's own recognisable file such as a trace's ``trace.json``).
+
+It also owns the lock that keeps two runs off one output (:func:`output_lock`) and the sweep that
+cleans what a killed run left beside an output (:func:`sweep`): staging folders are removed and a
+previous copy moved aside by an interrupted swap is put back.
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Iterator
+
+from annotate.errors import UserError
+
+#: the file every folder written by `annotate build` carries: "this folder is a previous output"
+MARKER = ".annotate-output"
+#: the project's own inputs: no output may be one of them, inside one or around one
+INPUTS = ("docs", "notes", "vendor", "traces", ".git")
+LOCKS_DIR = ".cache/locks"
+#: staging names of the atomic writes: `.<name>.new-XXXX`, `.<name>.tmp-XXXX`, `.<name>.old-XXXX`
+_STAGING = re.compile(r"^\.(?P<name>.+)\.(?P<kind>new|tmp|old)-[^/]+$")
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str, ...] = INPUTS,
+                         ours: Callable[[Path], bool] | None = None, home: str | None = None,
+                         tracked_ok: bool = False) -> None:
+    """Raise one UserError line when replacing ``target`` could lose anything; else return.
+
+    ``flag`` names the option in messages (``--site-dir``); ``ours(folder)`` says whether a
+    non-empty folder is a previous output of this command (default: it carries :data:`MARKER`).
+    ``home`` is the input folder this kind of output lives in (``traces`` for a trace): an output
+    may sit inside it but never be it or hold it. ``tracked_ok`` lets a previous output that git
+    tracks be replaced (a committed trace: git keeps the old copy).
+    """
+    root, target = root.resolve(), target.resolve()
+    if _inside(root, target):
+        raise UserError(f"{flag} {target}: is the project root or a folder holding it; "
+                        "choose a new folder such as site/ (nothing was changed)")
+    for name in inputs:
+        folder = root / name
+        inside_home = home is not None and name == home and target != folder and _inside(target, folder)
+        if not inside_home and (_inside(target, folder) or _inside(folder, target)):
+            raise UserError(f"{flag} {target}: is or holds the project's input {name}/; "
+                            "choose a folder outside the inputs (nothing was changed)")
+    if target.exists() and not target.is_dir():
+        raise UserError(f"{flag} {target}: is a file, not a folder; choose a folder (nothing was changed)")
+    if not target.is_dir():
+        return
+    is_ours = ours or (lambda folder: (folder / MARKER).is_file())
+    tracked = tracked_files(target)
+    if tracked and not (tracked_ok and is_ours(target)):
+        raise UserError(f"{flag} {target}: holds git-tracked files ({tracked[0]} …); "
+                        "choose a folder git does not track (nothing was changed)")
+    if any(target.iterdir()) and not is_ours(target):
+        raise UserError(f"{flag} {target}: not empty and not a previous annotate output (no {MARKER}); "
+                        "choose an empty or new folder (nothing was changed)")
+
+
+def tracked_files(folder: Path) -> list[str]:
+    """Git-tracked files under ``folder`` (empty when it is in no git work tree)."""
+    try:
+        run = subprocess.run(["git", "-C", str(folder), "ls-files", "-z", "--", "."],
+                             capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if run.returncode != 0:
+        return []
+    return [name for name in run.stdout.decode("utf-8", "replace").split("\0") if name]
+
+
+def mark(folder: Path) -> None:
+    """Write :data:`MARKER` into a staged output folder (before it is swapped in)."""
+    (folder / MARKER).write_text("written by annotate; the next run may replace this folder\n", encoding="utf-8")
+
+
+@contextlib.contextmanager
+def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``target`` for this run; a second run on it refuses with one line.
+
+    The lock file lives under ``.cache/locks`` (git-ignored), keyed by the target's absolute path,
+    so taking it creates nothing next to the output; the kernel releases it when the process dies.
+    """
+    path = lock_path(root, target)
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")  # noqa: SIM115 - held for the whole run
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            handle.close()
+            handle = None
+            raise UserError(f"{flag} {target}: another annotate run is writing it; wait for it to finish") from None
+        sweep(target)
+        yield
+    finally:
+        if handle is not None:
+            path.unlink(missing_ok=True)  # while still held: a run that opened it before now refuses
+            handle.close()
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def lock_path(root: Path, target: Path) -> Path:
+    """The lock file of output ``target``: ``.cache/locks/<hash of its absolute path>.lock``."""
+    key = hashlib.sha256(str(target.resolve()).encode()).hexdigest()[:16]
+    return root.resolve() / LOCKS_DIR / f"{key}.lock"
+
+
+def sweep(target: Path) -> list[str]:
+    """Clean what a killed run left beside ``target``; return what was done (for tests and messages).
+
+    Staging folders (``.<name>.new-*``/``.tmp-*``) are removed. A previous copy moved aside by a
+    swap (``.<name>.old-*``) is put back when ``target`` is missing (the swap died between its two
+    renames), else removed. Call it only while holding :func:`output_lock`.
+    """
+    parent, done = target.parent, []
+    if not parent.is_dir():
+        return done
+    olds = []
+    for entry in sorted(parent.iterdir()):
+        m = _STAGING.match(entry.name)
+        if not m or m.group("name") != target.name:
+            continue
+        if m.group("kind") == "old":
+            olds.append(entry)
+        else:
+            _remove(entry)
+            done.append(f"removed {entry.name}")
+    if olds and not target.exists():
+        newest = max(olds, key=lambda p: p.stat().st_mtime)
+        os.replace(newest, target)
+        olds.remove(newest)
+        done.append(f"restored {target.name} from {newest.name}")
+    for old in olds:
+        _remove(old)
+        done.append(f"removed {old.name}")
+    return done
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def recover_outputs(root: Path, folder: Path) -> list[str]:
+    """Put back every output under ``folder`` that an interrupted swap left aside (``.<name>.old-*`` with
+    no ``<name>``), each under its output lock; an output another run is writing is left to that run."""
+    done: list[str] = []
+    if not folder.is_dir():
+        return done
+    for entry in sorted(folder.iterdir()):
+        m = _STAGING.match(entry.name)
+        if not m or m.group("kind") != "old" or (folder / m.group("name")).exists():
+            continue
+        target = folder / m.group("name")
+        with contextlib.suppress(UserError), output_lock(root, target, "output"):
+            done.append(f"restored {target.name}")
+    return done
