@@ -76,7 +76,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         except UserError as exc:
             raise PluginError(str(exc)) from None
         self._report(problems)
-        for uri, text in {**site.pages, **traced.pages, **traced.files}.items():
+        for uri, text in {**site.pages, **site.files, **traced.pages, **traced.files}.items():
             files.append(File.generated(config, uri, content=text))
         for uri, path in assets.items():
             files.append(File.generated(config, uri, abs_src_path=str(path)))
