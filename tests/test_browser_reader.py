@@ -193,7 +193,7 @@ def test_keyboard_links_follow_one_tab_stop_per_panel_and_escape(reader: Visit) 
     assert lns and set(lns) == {"-1"}                                        # no tab stop per line number
     # every tab stop of the code is a panel toggle or a link of a note: none per line
     stops = reader.page.eval_on_selector_all(".an-source :is(a[href], summary, button, select, input, [tabindex])",
-                                             "es => es.filter(e => e.tabIndex >= 0 && !e.closest('.an-note')).length")
+                                             "es => es.filter(e => e.tabIndex >= 0 && e.checkVisibility() && !e.closest('.an-note')).length")
     assert stops == reader.page.locator(".an-source details.an-values").count() + reader.page.locator(".an-source a.an-mark").count()
     # Tab from the skip control reaches L156's panel; how many presses it takes is printed for the record
     reader.page.focus(".an-goto input")
@@ -205,10 +205,11 @@ def test_keyboard_links_follow_one_tab_stop_per_panel_and_escape(reader: Visit) 
     assert presses < 400, "L156's panel never took focus"
     reader.page.keyboard.press("Enter")
     reader.page.wait_for_selector("#values-L156[open] .an-rec")
-    assert reader.page.get_attribute("#values-L156 > summary", "aria-expanded") == "true"
+    reader.page.wait_for_function("document.querySelector('#values-L156 > summary').getAttribute('aria-expanded') === 'true'")
     reader.page.keyboard.press("Escape")
     assert not reader.page.eval_on_selector("#values-L156", "d => d.open")
-    assert reader.page.get_attribute("#values-L156 > summary", "aria-expanded") == "false"
+    reader.page.wait_for_function("document.querySelector('#values-L156 > summary').getAttribute('aria-expanded') === 'false'")
+    assert reader.page.evaluate("document.activeElement.matches('#values-L156 > summary')")   # focus stays on the toggle
     # Enter on a traced line's note marker follows the link (does not open the panel)
     mark = reader.page.locator(".an-row.an-traced a.an-mark").first
     panel = mark.evaluate("a => a.closest('.an-row').getAttribute('data-panel')")
