@@ -29,6 +29,7 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from annotate import claims, references
+from annotate.pages import lesson_values
 from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
 from annotate.links import Links
@@ -66,7 +67,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
         try:
             self.links = Links(self.root)
-            traces = self._traces()
+            traces = self.traces = self._traces()
             ref_problems = self._resolve_references(files)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
                             links=self.links, ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
@@ -131,6 +132,10 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         outcome = {id(ref): resolution for ref, resolution in pairs}
         markdown = references.substitute(markdown, [ref for ref, _ in pairs],
                                          lambda ref: self._render_reference(uri, ref, outcome[id(ref)]))
+        try:   # recorded values cited in prose ({{value …}}, see annotate.pages.lesson_values)
+            markdown = lesson_values.expand(markdown, uri, self.root, getattr(self, "traces", None))
+        except UserError as exc:
+            raise PluginError(str(exc)) from None
         return self._expand_claims(markdown, uri)
 
     def _expand_claims(self, markdown: str, uri: str) -> str:

@@ -318,20 +318,32 @@ def test_panel_loads_its_trace_script_only_when_opened(reader: Visit) -> None:
 # ------------------------------------------------------------------ the walk
 
 def test_reader_walk_index_to_a_cited_value(reader: Visit, traced_project: Path, artifacts: Path) -> None:
-    """index → lesson → the recorded run → a value at its layer → copy its citation."""
+    """index → lesson → a value the lesson cites → the panel at that layer → copy its citation."""
     trace = load_trace(traced_project / "traces" / "cpu")
-    layer = trace.layers()[-1]
     reader.open("index.html")
     reader.page.click("article a[href='lesson.html']")
     reader.page.wait_for_url("**/lesson.html")
-    reader.page.click("article a[href$='trace/index.html']")
-    reader.page.wait_for_url("**/trace/index.html")
-    reader.page.locator(f"svg.an-flow a[href$='#L156&layer={layer}']").first.click()
+    cited = reader.page.locator(".an-cited-value a[href*='#L156&layer=2']").first
+    res = trace.at(QWEN3, 156, layer=2)[0].var("residual")
+    assert f"= {num(res.norm)}" in cited.evaluate("a => a.parentElement.textContent")   # the recorded number
+    cited.click()
     reader.page.wait_for_selector("#values-L156[open] .an-rec")
-    assert reader.page.locator("#values-L156 .an-layer-select").input_value() == str(layer)
+    assert reader.page.locator("#values-L156 .an-layer-select").input_value() == "2"
+    assert reader.page.locator("#values-L156 .an-var[data-var='residual'] .an-id").get_attribute("data-layer") == "2"
+    reader.page.locator("#values-L156").scroll_into_view_if_needed()
+    reader.page.screenshot(path=str(artifacts / "reader-walk.png"))
     reader.page.click("#values-L156 .an-var[data-var='residual'] button.an-cite")
     text = clipboard(reader)
-    res = trace.at(QWEN3, 156, layer=layer)[0].var("residual")
-    assert f"residual ≡ {sup_label(res.label)}" in text and f"第 {layer} 层" in text and "我的推导" in text
-    reader.page.screenshot(path=str(artifacts / "reader-walk.png"))
+    assert f"residual ≡ {sup_label(res.label)}" in text and "第 2 层" in text and "我的推导" in text
     assert reader.non_local() == []
+
+
+def test_lesson_opens_on_content_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
+    v = visit(browser, traced_site, PHONE)
+    try:
+        v.open("lesson.html")
+        assert not v.page.eval_on_selector("article details.info", "d => d.open")   # provenance folded
+        assert v.in_viewport(".an-lesson-lead")
+        v.page.screenshot(path=str(artifacts / "reader-phone-lesson-top.png"))
+    finally:
+        v.context.close()
