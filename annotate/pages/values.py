@@ -360,4 +360,5 @@ def warnings_html(trace: Trace, rec: LineRecord) -> str:
         if len(names) > 1 and not set(names) <= flagged:
             how = "the same tensor" if len(group.get("same", [])) > 1 else "views of one storage"
             msgs.append(f"{' and '.join(names)} are {how}: an in-place update of one changes the other")
-    return "".join(f'<div class="an-warn" role="note">⚠ 别名 Aliasing: {esc(m)}</div>' for m in msgs)
+    return "".join(f'<div class="an-warn" role="note">⚠ <b>别名 Aliasing</b> 这些变量共用一块内存，原地修改其一会改变另一个 — '
+                   f'{esc(m)}</div>' for m in msgs)
