@@ -349,3 +349,24 @@ def test_lesson_opens_on_content_on_a_phone(browser, traced_site: Path, artifact
         v.page.screenshot(path=str(artifacts / "reader-phone-lesson-top.png"))
     finally:
         v.context.close()
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Path, scheme: str, artifacts: Path) -> None:
+    v = visit(browser, traced_site, PHONE, scheme)
+    try:
+        v.open("trace/index.html")
+        smallest = v.page.evaluate("""() => Math.min(...Array.from(document.querySelectorAll('svg.an-flow text'),
+            t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))""")
+        assert smallest >= 11, f"flow diagram text {smallest:.1f} px"
+        lanes = v.page.evaluate("""() => { const f = document.querySelector('.an-flow-figure').getBoundingClientRect();
+            const xs = Array.from(document.querySelectorAll('svg.an-flow line[x1]'), l => l.getBoundingClientRect().x);
+            return [Math.min(...xs) >= f.left, Math.max(...xs) <= f.right]; }""")
+        assert lanes == [True, True], "both lanes in view"
+        for img in ("norms.svg", "hf-diff.svg"):                              # plots at their own size, scrolled
+            w = v.page.eval_on_selector(f"img[src='{img}']", "i => [i.getBoundingClientRect().width, i.naturalWidth]")
+            assert w[0] >= w[1] - 1
+        v.page.locator("svg.an-flow").scroll_into_view_if_needed()
+        v.page.screenshot(path=str(artifacts / f"reader-phone-flow-{scheme}.png"))
+    finally:
+        v.context.close()

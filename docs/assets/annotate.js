@@ -51,11 +51,27 @@
     setTimeout(function () { note.classList.remove("an-flash"); }, 1600);
   }
 
+  /* a diagram wider than a phone: start scrolled so that both lanes (hidden_states, residual) show */
+  function centreFlow() {
+    var figs = document.querySelectorAll(".an-flow-figure");
+    for (var i = 0; i < figs.length; i++) {
+      var fig = figs[i], svg = fig.querySelector("svg");
+      if (!svg || fig.scrollWidth <= fig.clientWidth) continue;
+      var lanes = svg.querySelectorAll("line[x1]"), xs = [];
+      for (var j = 0; j < lanes.length; j++) xs.push(parseFloat(lanes[j].getAttribute("x1")));
+      if (!xs.length) continue;
+      var view = svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.viewBox.baseVal.width : fig.scrollWidth;
+      var scale = svg.getBoundingClientRect().width / view;
+      var mid = (Math.min.apply(null, xs) + Math.max.apply(null, xs)) / 2 * scale;
+      fig.scrollLeft = Math.max(0, mid - fig.clientWidth / 2);
+    }
+  }
+
   function start() { highlight(); flashNote(); }
   window.addEventListener("hashchange", start);
   document.addEventListener("click", onClick);
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", function () { start(); centreFlow(); });
+  else { start(); centreFlow(); }
 })();
 
 /* annotate: values panels, citations, keyboard. A panel's <summary> is its one tab stop (Enter /
