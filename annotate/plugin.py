@@ -30,6 +30,7 @@ from mkdocs.structure.pages import Page
 
 from annotate import claims, references
 from annotate.pages import lesson_values
+from annotate.pages.source_page import lean_math
 from annotate.anchors import Resolution, resolve
 from annotate.errors import UserError
 from annotate.links import Links
@@ -152,10 +153,12 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
         """Server-side math for hand-written pages (pymdownx.arithmatex, generic mode)."""
+        lean = lean_math(self._math)   # no hidden MathML copy: search indexes each formula once, as text
+
         def render(m: re.Match) -> str:
             tex = html.unescape(m.group(2))
             try:
-                return self.katex.render(tex, display=m.group(1) == "div")
+                return lean(tex, m.group(1) == "div")
             except MathError as exc:
                 raise PluginError(f"docs/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
 

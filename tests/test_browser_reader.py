@@ -370,3 +370,13 @@ def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Pat
         v.page.screenshot(path=str(artifacts / f"reader-phone-flow-{scheme}.png"))
     finally:
         v.context.close()
+
+
+def test_search_indexes_math_once_as_text(traced_site: Path) -> None:
+    import json
+
+    docs = json.loads((traced_site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    text = " ".join(d["text"] for d in docs if d["location"].split("#")[0] in ("index.html", "lesson.html"))
+    assert "\\mathrm" not in text and "x_1 =" not in text                  # no raw TeX
+    flow = next(d["text"] for d in docs if d["location"] == "index.html#the-two-variable-residual-flow")
+    assert flow.count("MLP(RMSNorm2") == 1                                  # the formula once, not three times
