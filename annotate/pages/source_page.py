@@ -227,18 +227,21 @@ def card(page: PageInput, placed: PlacedNote) -> str:
     link = page.links.permalink(path, a, b)
     up = (f'<a class="an-upstream" href="{html.escape(link)}" title="upstream at the pinned commit">upstream ↗</a>'
           if link else f'<span class="an-local" title="{html.escape(LOCAL_ONLY)}">local-only: no upstream permalink</span>')
-    head = (f'<div class="an-note-head"><a class="an-note-lines" href="{page_anchor(a, b)}">{lines}</a>'
-            f'<code>{html.escape(note.anchor.symbol or "")}</code>{up}'
+    # the card's title is a heading (a direct child of the card) with the card's id: the search index makes
+    # the card a section of its own, so a hit on a note lands on that note (under its line), not at the top
+    head = (f'<h6 class="an-note-title" id="note-{note.index}"><a class="an-note-lines" href="{page_anchor(a, b)}">'
+            f'{lines}</a> <code>{html.escape(note.anchor.symbol or "")}</code></h6>'
+            f'<div class="an-note-head" data-search-exclude>{up}'
             '<button type="button" class="an-cite" data-cite="note">复制引用 Copy citation</button></div>')
     body = [head]
     if note.math:
-        body.append(f'<div class="an-math" data-tex="{html.escape(note.math)}">{page.math(note.math, True)}</div>')
+        body.append(f'<div class="an-math">{page.math(note.math, True)}</div>')
     if note.vars:
         items = "".join(f'<li><code>{html.escape(k)}</code> ≡ {page.math(v, False)}</li>' for k, v in note.vars.items())
         body.append(f'<ul class="an-vars" title="math variable each code variable holds after this line">{items}</ul>')
     body.append(_texts({"zh": note.zh, "en": note.en}, page.math, ""))
     kind = "an-note an-note-symbol" if note.on_symbol else "an-note"
-    return (f'<aside class="{kind}" id="note-{note.index}" data-start="{a}" data-end="{b}" '
+    return (f'<aside class="{kind}" data-start="{a}" data-end="{b}" '
             f'data-symbol="{html.escape(note.anchor.symbol or "")}">{"".join(body)}</aside>')
 
 

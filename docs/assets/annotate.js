@@ -22,8 +22,9 @@
     if (first) {
       // a range taller than the screen starts at the top; a short one is centred, so all of it shows
       var last = all[Math.min(all.length - 1, Array.prototype.indexOf.call(all, first) + (b - a))];
-      var tall = last.getBoundingClientRect().bottom - first.getBoundingClientRect().top > window.innerHeight * 0.7;
-      first.scrollIntoView({ block: tall ? "start" : "center" });
+      var top = first.getBoundingClientRect().top, bottom = last.getBoundingClientRect().bottom;
+      if (bottom - top > window.innerHeight * 0.7) first.scrollIntoView({ block: "start" });
+      else window.scrollTo(0, window.pageYOffset + (top + bottom) / 2 - window.innerHeight / 2);   // the whole range
     }
     document.dispatchEvent(new CustomEvent("an-lines", { detail: { start: a, end: b } }));
   }
@@ -45,7 +46,7 @@
   function flashNote() {
     var id = window.location.hash.slice(1);
     if (!/^note-\d+$/.test(id)) return;
-    var note = document.getElementById(id);
+    var title = document.getElementById(id), note = title && title.closest(".an-note");   // the id is on the card's title
     if (!note) return;
     note.classList.add("an-flash");
     setTimeout(function () { note.classList.remove("an-flash"); }, 1600);
@@ -246,7 +247,8 @@
       var up = card.querySelector("a.an-upstream"), math = card.querySelector(".an-math");
       parts = [data.cite, "位置 where: " + data.path + ":" + a + (b > a ? "-" + b : "") + " · " + card.getAttribute("data-symbol"),
                "上游 upstream: " + (up ? up.href : "本地独有，无上游链接 local-only: no upstream permalink")];
-      if (math) parts.push("公式 formula (TeX): " + math.getAttribute("data-tex"));
+      var tex = math && math.querySelector(".katex[aria-label]");
+      if (tex) parts.push("公式 formula (TeX): " + tex.getAttribute("aria-label"));
     } else if (kind === "range") {
       parts = citeLines(+button.getAttribute("data-start"), +button.getAttribute("data-end"));
     } else {
