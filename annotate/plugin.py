@@ -30,6 +30,8 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from annotate import claims, references, safe_html
+from annotate.pages import lesson_values
+from annotate.pages.source_page import lean_math
 from annotate.anchors import Resolution, resolve
 from annotate.docs_math import ARITHMATEX
 from annotate.errors import UserError
@@ -74,7 +76,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             self.links = Links(self.root)
             if self.strict:  # publish only what the lock vouches for
                 verify_vendored(self.root, self.links.lock)
-            traces = self._traces()
+            traces = self.traces = self._traces()
             ref_problems = self._resolve_references(files)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
                             links=self.links, ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
@@ -84,7 +86,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         except UserError as exc:
             raise PluginError(str(exc)) from None
         self._report(problems)
-        for uri, text in {**site.pages, **traced.pages, **traced.files}.items():
+        for uri, text in {**site.pages, **site.files, **traced.pages, **traced.files}.items():
             files.append(File.generated(config, uri, content=text))
         for uri, path in assets.items():
             files.append(File.generated(config, uri, abs_src_path=str(path)))
@@ -146,6 +148,10 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         outcome = {id(ref): resolution for ref, resolution in pairs}
         markdown = references.substitute(markdown, [ref for ref, _ in pairs],
                                          lambda ref: self._render_reference(uri, ref, outcome[id(ref)]))
+        try:   # recorded values cited in prose ({{value …}}, see annotate.pages.lesson_values)
+            markdown = lesson_values.expand(markdown, uri, self.root, getattr(self, "traces", None))
+        except UserError as exc:
+            raise PluginError(str(exc)) from None
         return self._expand_claims(markdown, uri)
 
     def _expand_claims(self, markdown: str, uri: str) -> str:
@@ -164,11 +170,12 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         """Sanitise hand-written pages (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
         if page.file.generated_by is None:
             html_text = safe_html.clean(html_text)
+        lean = lean_math(self._math)   # no hidden MathML copy: search indexes each formula once, as text
 
         def render(m: re.Match) -> str:
             tex = html.unescape(m.group(2))
             try:
-                return self.katex.render(tex, display=m.group(1) == "div")
+                return lean(tex, m.group(1) == "div")
             except MathError as exc:
                 raise PluginError(f"docs/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
 

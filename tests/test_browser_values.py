@@ -32,7 +32,7 @@ def page(browser, traced_site: Path) -> Iterator[Visit]:
 
 def shown_identity(p: Visit, var: str) -> tuple[str, str]:
     """(data-layer of the identity, its text) of `var` in the visible view of line 156's panel."""
-    loc = p.page.locator(f"#values-L156 .an-view:not([hidden]) .an-var[data-var='{var}'] .an-id")
+    loc = p.page.locator(f"#values-L156 .an-view .an-var[data-var='{var}'] .an-id")
     assert loc.count() == 1 and loc.is_visible()
     return loc.get_attribute("data-layer"), loc.inner_text()
 
@@ -40,12 +40,12 @@ def shown_identity(p: Visit, var: str) -> tuple[str, str]:
 def test_line_156_panel_switches_layer_and_matches_the_trace(page: Visit, traced_project: Path, artifacts: Path) -> None:
     trace = load_trace(traced_project / "traces" / "cpu")
     page.open(f"source/{QWEN3}.html", "#L156")
-    row = page.page.locator("#L156")
-    assert row.get_attribute("tabindex") == "0" and row.get_attribute("aria-expanded") == "false"
-    row.focus()
+    toggle = page.page.locator("#values-L156 > summary")                # the panel's one tab stop
+    assert page.page.locator("#L156 .an-ln").get_attribute("tabindex") == "-1"
+    toggle.focus()
     page.page.keyboard.press("Enter")                                   # keyboard opens the panel
-    page.page.wait_for_selector("#values-L156[open]")
-    assert row.get_attribute("aria-expanded") == "true"
+    page.page.wait_for_selector("#values-L156[open] .an-rec")
+    page.page.wait_for_function("document.querySelector('#values-L156 > summary').getAttribute('aria-expanded') === 'true'")
     page.page.locator("#values-L156").scroll_into_view_if_needed()
     page.page.screenshot(path=str(artifacts / "values-panel-L156.png"))
     seen = []
@@ -58,7 +58,9 @@ def test_line_156_panel_switches_layer_and_matches_the_trace(page: Visit, traced
         seen.append(text)
     assert len(set(seen)) == len(seen)                                   # the identity changed with the layer
     page.page.screenshot(path=str(artifacts / "values-panel-L156-layer0.png"))
-    # every other panel of the page followed the layer choice
+    # every other panel of the page follows the layer choice
+    page.page.click("#L154 .an-code")
+    page.page.wait_for_selector("#values-L154[open][data-shown]")
     assert page.page.locator("#values-L154 .an-layer-select").input_value() == str(trace.layers()[0])
     page.page.click("#L156 .an-code")                                   # a click closes it again
     assert not page.page.eval_on_selector("#values-L156", "d => d.open")
@@ -71,13 +73,13 @@ def test_trace_switch_when_several_traces(page: Visit, traced_project: Path) -> 
         pytest.skip("one trace only: no trace switch")
     page.open(f"source/{QWEN3}.html")
     page.page.click("#L156 .an-code")
-    options = page.page.eval_on_selector_all("#values-L156 .an-trace-select option", "os => os.map(o => o.value)")
+    options = page.page.eval_on_selector_all(".an-page-trace select option", "os => os.map(o => o.value)")
     assert options[0] == "cpu" and set(options) <= set(folders)
-    page.page.select_option("#values-L156 .an-trace-select", options[1])
-    visible = page.page.locator("#values-L156 .an-view:not([hidden])")
-    assert visible.count() == 1 and visible.get_attribute("data-trace") == options[1]
-    prov = visible.locator(".an-prov").inner_text()
-    assert prov == load_trace(traced_project / "traces" / options[1]).provenance()
+    page.page.select_option(".an-page-trace select", options[1])
+    page.page.wait_for_selector(f"#values-L156[data-shown^='{options[1]}/']")
+    prov = page.page.locator("#values-L156 .an-view .an-prov").inner_text()
+    assert prov == "来源 Provenance: " + load_trace(traced_project / "traces" / options[1]).provenance()
+    page.page.evaluate("localStorage.clear()")
 
 
 def test_flow_diagram_and_plots_render(page: Visit, traced_project: Path, artifacts: Path) -> None:
@@ -90,7 +92,7 @@ def test_flow_diagram_and_plots_render(page: Visit, traced_project: Path, artifa
     labels = svg.text_content()
     assert "input_layernorm" in labels and sup_label(f"x₂⁽{last}⁾") in labels
     href = page.page.eval_on_selector("svg.an-flow g.an-step[data-line='156']", "g => g.parentElement.getAttribute('href')")
-    assert href.endswith(f"source/{QWEN3}.html#L156")
+    assert f"source/{QWEN3}.html#L156&layer=" in href
     page.page.add_style_tag(content=".md-header { position: static; }")   # keep the sticky header off the shot
     svg.screenshot(path=str(artifacts / "values-flow-diagram.png"))
     for img in ("norms.svg", "hf-diff.svg"):

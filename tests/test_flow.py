@@ -36,6 +36,9 @@ def test_svg_is_well_formed_linked_and_golden() -> None:
     svg = render_svg(extract(mini()), href)
     ET.fromstring(svg)
     links = set(re.findall(r'href="([^"]+)"', svg))
-    assert "../source/nanovllm/models/qwen3.py.html#L156" in links and "../source/nanovllm/models/qwen3.py.html#L181" in links
+    layers = extract(mini()).layers
+    page = "../source/nanovllm/models/qwen3.py.html"
+    assert {f"{page}#L156&amp;layer={n}" for n in layers} <= links     # each layer's step opens that layer's panel
+    assert f"{page}#L181" in links                                       # outside the layers: no layer
     assert "http" not in svg.replace("http://www.w3.org/2000/svg", "")
     compare_golden("values/flow.svg", svg + "\n")

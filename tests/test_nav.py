@@ -25,9 +25,9 @@ def test_reading_order_and_sections() -> None:
 
 def test_source_tree_keeps_folder_names() -> None:
     source = site_nav(PAGES)[2]["源码 · Source"]
-    assert source == ["source/index.md", {"nanovllm": ["source/nanovllm/llm.py.md",
-                                                      {"layers": ["source/nanovllm/layers/layernorm.py.md"]},
-                                                      {"models": ["source/nanovllm/models/qwen3.py.md"]}]}]
+    # the annotated files first, in the lesson's reading order (previous / next follow it), then the tree
+    assert source == [{"精读 · Read first": ["source/nanovllm/models/qwen3.py.md", "source/nanovllm/layers/layernorm.py.md"]},
+                      "source/index.md", {"nanovllm": ["source/nanovllm/llm.py.md"]}]
 
 
 def test_nest_puts_pages_before_folders() -> None:

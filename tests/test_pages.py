@@ -52,7 +52,7 @@ def compare_golden(name: str, text: str) -> None:
 
 def rows(text: str) -> list[str]:
     """Ids of rows and note cards in page order: 'L36', 'note-4', …"""
-    return re.findall(r'<(?:div class="an-row[^"]*"|aside class="an-note[^"]*") id="([^"]+)"', text)
+    return re.findall(r'<(?:div class="an-row[^"]*"|h6 class="an-note-title") id="([^"]+)"', text)
 
 
 # --- highlighting ---------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 """The values panel (annotate.pages.values) on the committed mini traces: placement, layers, identities, goldens."""
 from __future__ import annotations
 
-import re
+import json
 
 from annotate.pages.tracefmt import human_bytes, identity_text, nbytes, num, sup_label
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.values import ValuesPanel, brief, unchanged_html
+from annotate.pages.values import ValuesPanel, brief, script_uri, unchanged_html
 
 from values_fixtures import compare_golden, mini, mini_set
 
@@ -13,50 +13,56 @@ QWEN3 = "nanovllm/models/qwen3.py"
 LAYERNORM = "nanovllm/layers/layernorm.py"
 
 
-def views(html: str) -> list[tuple[str, str, bool]]:
-    """(trace, layer, hidden) of every view in a panel."""
-    return [(t, layer, bool(h)) for t, layer, h in
-            re.findall(r'<div class="an-view" data-trace="([^"]+)" data-layer="([^"]+)"( hidden)?>', html)]
+def views(panel: ValuesPanel, path: str, start: int) -> dict[tuple[str, str], str]:
+    """(trace, layer) -> the HTML of that view, as the page's values scripts carry it."""
+    return panel.views(path, start)
 
 
-def view_of(html: str, trace: str, layer: str) -> str:
-    """The HTML of one (trace, layer) view of a panel."""
-    m = re.search(rf'<div class="an-view" data-trace="{trace}" data-layer="{layer}"( hidden)?>(.*?)<p class="an-prov">',
-                  html)
-    assert m, (trace, layer)
-    return m.group(2)
+def script_data(panel: ValuesPanel, path: str, trace: str) -> dict:
+    """The data a values script assigns to `window.anValues[trace]`."""
+    text = panel.data_files(path)[script_uri(path, trace)]
+    head = f"(window.anValues = window.anValues || {{}})[{json.dumps(trace)}] = "
+    body = text.split("\n", 1)[1]
+    assert body.startswith(head) and body.rstrip().endswith(";")
+    return json.loads(body[len(head):].rstrip().rstrip(";"))
 
 
 def test_formatters() -> None:
     assert sup_label("x₁⁽2⁾") == "x₁⁽²⁾" and sup_label("RMSNorm₂(x₁⁽13⁾)") == "RMSNorm₂(x₁⁽¹³⁾)"
     assert num(0.0) == "0" and num(0.078125) == "0.07812" and num(226.45545) == "226.5" and num(None) == "—"
-    assert identity_text({"status": "match", "matches": [{"label": "x₁⁽2⁾", "max_abs": 0.0}]}) == "x₁⁽²⁾, max |Δ| = 0"
+    assert identity_text({"status": "match", "matches": [{"label": "x₁⁽2⁾", "max_abs": 0.0}]}) == "x₁⁽²⁾, 与 HF 差 max |Δ| = 0"
     assert identity_text({"status": "no candidate"}) == "—"
     assert nbytes([32, 1024], "bfloat16") == 65536 and human_bytes(65536) == "64 KiB"
 
 
 def test_line_156_has_one_view_per_layer_and_the_identity_of_that_layer() -> None:
     trace = mini()
-    html = ValuesPanel(mini_set()).line_html(QWEN3, 156)
-    assert html.startswith('<details class="an-values" id="values-L156" data-line="156"')
-    assert [(t, layer) for t, layer, _ in views(html)] == [("cpu", str(n)) for n in trace.layers()]
-    assert [layer for _, layer, hidden in views(html) if not hidden] == ["1"]     # the ℓ ≥ 1 path by default
+    panel = ValuesPanel(mini_set())
+    html = panel.line_html(QWEN3, 156)
+    assert html.startswith('<details class="an-values" id="values-L156" data-line="156" data-trace="cpu" data-layer="1"')
+    assert "an-rec" not in html                                              # the views are in the script, not the page
+    assert '<select class="an-layer-select"><option value="1" selected>' in html and "an-trace-select" not in html
+    got = views(panel, QWEN3, 156)
+    assert sorted(got) == [("cpu", str(n)) for n in trace.layers()]
+    data = script_data(panel, QWEN3, "cpu")
     for layer in trace.layers():
-        view = view_of(html, "cpu", str(layer))
+        view = got[("cpu", str(layer))]
+        assert data["156"][str(layer)]["h"] == view
         res = trace.at(QWEN3, 156, layer=layer)[0].var("residual")
         assert f'data-key="x1" data-layer="{layer}"' in view
-        assert f"≡ {sup_label(res.label)}" in view and "max |Δ|" in view
-    assert '<select class="an-layer-select">' in html and "an-trace-select" not in html
+        assert f"≡ {sup_label(res.label)}" in view and "与 HF 差 max |Δ|" in view
+        assert "加上注意力增量后的残差流" in view and "赋值 assigned" in view         # in words, Chinese first
+        assert f"位置 where: 第 {layer} 层 layer {layer}" in view                   # the tensor's citation names its layer
 
 
 def test_lines_outside_the_layers_and_branch_lines() -> None:
     panel = ValuesPanel(mini_set())
-    outside = panel.line_html(QWEN3, 181)
-    assert [(t, layer) for t, layer, _ in views(outside)] == [("cpu", "none")]
-    assert "an-layer-select" not in outside and "x₂⁽³⁾" in outside        # `_` ≡ x₂ of the last layer
-    branch = panel.line_html(QWEN3, 152)                                     # only layer 0 takes `residual is None`
-    assert [layer for _, layer, hidden in views(branch) if not hidden] == ["0"]
-    assert branch.count("not executed in layer") == len(mini().layers()) - 1
+    outside = views(panel, QWEN3, 181)
+    assert list(outside) == [("cpu", "none")]
+    assert "an-layer-select" not in panel.line_html(QWEN3, 181) and "x₂⁽³⁾" in outside[("cpu", "none")]
+    assert 'data-layer="0"' in panel.line_html(QWEN3, 152)                   # only layer 0 takes `residual is None`
+    branch = views(panel, QWEN3, 152)
+    assert sum("not executed in layer" in h for h in branch.values()) == len(mini().layers()) - 1
 
 
 def test_no_panel_on_untraced_lines_and_none_inside_a_statement() -> None:
@@ -69,19 +75,27 @@ def test_no_panel_on_untraced_lines_and_none_inside_a_statement() -> None:
 
 
 def test_replay_lines_show_fused_vs_eager_ulps() -> None:
-    html = ValuesPanel(mini_set()).line_html(LAYERNORM, 36)
+    view = views(ValuesPanel(mini_set()), LAYERNORM, 36)[("cpu", "1")]
     check = mini().checks_for("RMSNorm.add_rms_forward")
-    assert "eager replay" in html and "fused vs eager" in html
+    assert "eager 重放 replay" in view and "fused vs eager" in view
     worst = max(o["max_ulps"] for c in check for o in c["outputs"] if c["layer"] == 1)
-    assert f"max {worst} ulp" in html
+    assert f"max {worst} ulp" in view
 
 
-def test_float32_panel_warns_about_aliasing() -> None:
-    html = ValuesPanel(mini_set("bf16", "f32")).line_html(LAYERNORM, 38)
-    assert '<select class="an-trace-select">' in html
-    f32 = view_of(html, "cpu-float32", "1")
+def test_float32_panel_warns_about_aliasing_and_says_why_there_is_no_match() -> None:
+    got = views(ValuesPanel(mini_set("bf16", "f32")), LAYERNORM, 38)
+    f32 = got[("cpu-float32", "1")]
     assert "an-warn" in f32 and "residual and x are the same tensor" in f32
-    assert "an-warn" not in view_of(html, "cpu", "1")
+    assert "无匹配：别名 no match: aliasing" in f32 and "最接近 nearest" in f32
+    assert "an-warn" not in got[("cpu", "1")]
+
+
+def test_intermediates_are_labelled_not_warned_about() -> None:
+    got = views(ValuesPanel(mini_set("bf16", "f32")), LAYERNORM, 38)       # x = x * rsqrt(...): inside RMSNorm
+    bf = got[("cpu", "1")]
+    assert "中间量 intermediate" in bf and "matches no math variable" not in bf and "an-no-match" not in bf
+    f32 = views(ValuesPanel(mini_set("bf16", "f32")), QWEN3, 157)[("cpu-float32", "1")]
+    assert "无匹配 no match" in f32 and "最接近 nearest" in f32 and "容差 tolerance" in f32   # the flow variables: why
 
 
 def test_brief_names_what_the_line_produced() -> None:
@@ -94,8 +108,14 @@ def test_page_data_and_banner() -> None:
     panel = ValuesPanel(mini_set("bf16", "f32"))
     data = panel.page_data(QWEN3)["values"]
     assert [t["key"] for t in data["traces"]] == ["cpu", "cpu-float32"] and 156 in data["lines"]
+    assert [t["src"] for t in data["traces"]] == ["qwen3.py.values-cpu.js", "qwen3.py.values-cpu-float32.js"]
+    assert data["layers"] == mini().layers()
     assert panel.page_data("nanovllm/config.py") == {}
-    assert "CPU · bfloat16" in panel.banner_html(QWEN3)
+    banner = panel.banner_html(QWEN3)
+    assert "CPU · bfloat16" in banner and "运行（全页）Trace, whole page" in banner   # one page-wide trace switch
+    assert 'href="../../../values.html"' in banner and '<template id="an-panel-template">' in banner
+    assert set(panel.data_files(QWEN3)) == {"source/nanovllm/models/qwen3.py.values-cpu.js",
+                                            "source/nanovllm/models/qwen3.py.values-cpu-float32.js"}
 
 
 def test_stale_files_get_no_panel_and_a_notice() -> None:
@@ -109,8 +129,10 @@ def test_stale_files_get_no_panel_and_a_notice() -> None:
 
 def test_golden_panels() -> None:
     panel = ValuesPanel(mini_set("bf16", "f32"))
-    compare_golden("values/qwen3-L156.html", panel.line_html(QWEN3, 156) + "\n")
-    compare_golden("values/layernorm-L36.html", panel.line_html(LAYERNORM, 36) + "\n")
+    for name, path, line in (("qwen3-L156", QWEN3, 156), ("layernorm-L36", LAYERNORM, 36)):
+        got = views(panel, path, line)
+        text = panel.line_html(path, line) + "\n" + "".join(f"\n<!-- {t} / {k} -->\n{h}\n" for (t, k), h in sorted(got.items()))
+        compare_golden(f"values/{name}.html", text)
 
 
 def test_a_reused_copy_reads_unchanged_since_the_line_that_took_it(tiny_trace) -> None:

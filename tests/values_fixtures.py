@@ -84,8 +84,8 @@ def compare_golden(name: str, text: str) -> None:
     assert text == golden.read_text(encoding="utf-8"), f"{golden} differs: run UPDATE_GOLDEN=1 pytest and review"
 
 
-def href(file: str, line: int) -> str:
-    return f"../source/{file}.html#L{line}"
+def href(file: str, line: int, layer: int | None = None) -> str:
+    return f"../source/{file}.html#L{line}" + ("" if layer is None else f"&layer={layer}")
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ class Edge:
     math: str
     line: int
     file: str
+    layer: int | None = None      # the layer whose values panel the edge's link opens
 
 
 @dataclass
@@ -81,7 +82,7 @@ def extract(trace: Trace) -> Flow:
             entry = {LANE_OF[n]: current[n] for n in LANES if n in current}
         changed = {}
         for name in sorted(_assigned(trace, f["record"]) & set(LANE_OF)):
-            edge = Edge(name, _label(f["held"], name), f["line"], f["file"])
+            edge = Edge(name, _label(f["held"], name), f["line"], f["file"], f["layer"])
             if name not in current or current[name].math != edge.math:
                 changed[name] = edge
             current[name] = edge if name in changed else current[name]
@@ -99,8 +100,8 @@ def _step(f: dict, changed: dict[str, Edge]) -> Step:
     return Step(f["line"], f["file"], f["layer"], op, lanes, {LANE_OF[n]: e for n, e in changed.items()})
 
 
-def render_svg(flow: Flow, href: Callable[[str, int], str]) -> str:
-    """The diagram as inline SVG; `href(file, line)` gives the link of a source line."""
+def render_svg(flow: Flow, href: Callable[[str, int, int | None], str]) -> str:
+    """The diagram as inline SVG; `href(file, line, layer)` gives the link of a source line's values in that layer."""
     rows = [_title(flow)]
     y = TOP
     rows += _edges(flow.entry, y, href, "entry")
@@ -130,7 +131,7 @@ def _title(flow: Flow) -> str:
             f'layers {flow.layers[0]}–{flow.layers[-1]} → Qwen3Model.norm</text>')
 
 
-def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int], str], kind: str,
+def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int, int | None], str], kind: str,
            passthrough: set[int] = frozenset()) -> list[str]:
     """Arrows down each lane from y to y+GAP; labelled when the step produced that value."""
     parts = []
@@ -146,7 +147,7 @@ def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int], str], kind
             continue
         tx, anchor = (x - 10, "end") if lane == 0 else (x + 10, "start")
         mid = y + GAP / 2
-        link = href(edge.file, edge.line)
+        link = href(edge.file, edge.line, edge.layer)
         parts.append(f'<g class="an-edge" data-var="{esc(edge.var)}" data-line="{edge.line}">'
                      f'<text x="{tx}" y="{mid - 4}" text-anchor="{anchor}" fill="currentColor">'
                      f'<tspan font-family="ui-monospace, monospace" fill="{COLORS[lane]}">{esc(_name(edge.var))}</tspan>'
@@ -156,14 +157,14 @@ def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int], str], kind
     return parts
 
 
-def _box(step: Step, y: float, href: Callable[[str, int], str]) -> str:
+def _box(step: Step, y: float, href: Callable[[str, int, int | None], str]) -> str:
     """A statement: spans both lanes when it reads or writes both, else sits on the hidden_states lane."""
     both = len(step.lanes) > 1
     x0, x1 = (X[0] - 130, X[1] + 70) if both else (X[0] - 130, X[0] + 130)
     where = "Qwen3Model" if step.layer is None else f"layer {step.layer}"
     bypass = ("" if both else f'<line x1="{X[1]}" y1="{y}" x2="{X[1]}" y2="{y + BOX_H}" stroke="{COLORS[1]}" '
               f'stroke-width="2.5" stroke-dasharray="4 4" opacity="0.6"/>')
-    return bypass + (f'<a href="{esc(href(step.file, step.line))}"><g class="an-step" data-line="{step.line}">'
+    return bypass + (f'<a href="{esc(href(step.file, step.line, step.layer))}"><g class="an-step" data-line="{step.line}">'
             f'<rect x="{x0}" y="{y}" width="{x1 - x0}" height="{BOX_H}" rx="5" fill="currentColor" fill-opacity="0.06" '
             f'stroke="currentColor" stroke-opacity="0.5"/>'
             f'<text x="{(x0 + x1) / 2}" y="{y + 14}" text-anchor="middle" font-size="11" fill="currentColor" '

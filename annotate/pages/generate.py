@@ -23,9 +23,10 @@ from annotate.render.katex import MathError
 
 @dataclass
 class Generated:
-    """Generated pages (docs-relative path -> Markdown) and the notes that did not resolve."""
+    """Generated pages (docs-relative path -> Markdown), other files, and the notes that did not resolve."""
 
     pages: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)   # other generated files (e.g. the values scripts)
     problems: list[str] = field(default_factory=list)
 
 
@@ -67,6 +68,8 @@ def generate(root: Path, math: MathFn, math_check, extras: Sequence[LineExtras] 
         page = PageInput(source, placed.get(path, []), links, _guard(math, notes_file),
                          notes_file.intro if notes_file else {}, extras, sorted((ranges or {}).get(path, ())))
         result.pages[page_src_uri(path)] = render_page(page)
+        for extra in extras:   # a provider may ship data beside the page, loaded only when needed
+            result.files.update(getattr(extra, "data_files", lambda _p: {})(path))
     if only is None:
         counts = {p: len(placed.get(p, [])) for p in paths}
         result.pages[INDEX_URI] = render_index(paths, counts, links)

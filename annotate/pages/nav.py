@@ -18,6 +18,11 @@ ORDER: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     ("速查 · Reference", ("reference/",)),
     ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md", "refuses.md")),
 )
+#: the annotated files in the order the lesson reads them: first in the Source section, so the
+#: theme's previous / next links lead from the lesson through them
+READ_FIRST_TITLE = "精读 · Read first"
+READ_FIRST = ("source/nanovllm/models/qwen3.py.md", "source/nanovllm/layers/layernorm.py.md",
+              "source/nanovllm/layers/activation.py.md")
 
 
 def site_nav(pages: Iterable[str]) -> list[Any]:
@@ -46,8 +51,11 @@ def _under(page: str, prefix: str) -> bool:
 def _section(pages: list[str], prefixes: tuple[str, ...]) -> list[Any]:
     """A folder's index first, then its pages nested by sub-folder (the folder level itself dropped)."""
     out: list[Any] = []
+    first = [p for p in READ_FIRST if p in pages]
+    if first:
+        out.append({READ_FIRST_TITLE: first})
     for prefix in prefixes:
-        mine = [p for p in pages if _under(p, prefix)]
+        mine = [p for p in pages if _under(p, prefix) and p not in first]
         index = [p for p in mine if p == f"{prefix}index.md"]
         rest = [p for p in mine if p not in index]
         out.extend(index)

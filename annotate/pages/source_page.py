@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from annotate.anchors import Resolution
@@ -23,6 +24,8 @@ from annotate.vendoring.linemap import format_ranges
 from annotate.vendoring.status import FileStatus
 
 MathFn = Callable[[str, bool], str]  # (tex, display) -> HTML; raises on bad LaTeX
+# the course lesson these pages belong to: the first line of every citation a reader copies
+CITE_HEAD = "第 20 课 · lesson 20 — Transformer 逐步拆解 · nano-vllm"
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,25 @@ class PageInput:
     ranges: Sequence[tuple[int, int]] = ()  # line ranges linked from elsewhere: get an `id="L28-L40"`
 
 
+_MATHML = re.compile(r'<span class="katex-mathml">.*?</math></span>', re.S)
+
+
+def lean_math(math: MathFn) -> MathFn:
+    """KaTeX output without its hidden MathML copy: the page's math weighs a third less.
+
+    The TeX becomes the formula's accessible name (``role="img" aria-label``), which annotate.js
+    puts on the clipboard puts it on the clipboard when a reader copies a selection with math in it."""
+    def render(tex: str, display: bool) -> str:
+        out = _MATHML.sub("", math(tex, display), count=1)
+        attrs = f'role="img" aria-label="{html.escape(tex)}"'
+        out = out.replace('<span class="katex-html" aria-hidden="true">', '<span class="katex-html">', 1)
+        return out.replace('<span class="katex">', f'<span class="katex" {attrs}>', 1)
+    return render
+
+
 def render_page(page: PageInput) -> str:
     """The page's Markdown text."""
+    page = replace(page, math=lean_math(page.math))
     path = page.source.path
     parts = [f"---\ntitle: {path.rsplit('/', 1)[-1]}\nhide:\n  - toc\n---\n", f"# {path}\n", banner(page), ""]
     extra_banners = [b for b in (getattr(e, "banner_html", None) for e in page.extras) if b is not None]
@@ -66,7 +86,7 @@ def render_page(page: PageInput) -> str:
         parts += [html_, ""] if html_ else []
     if page.intro:
         parts += [_texts(page.intro, page.math, "an-intro"), ""]
-    parts += [symbols_table(page), "", code(page), "", data_blob(page), ""]
+    parts += [symbols_table(page), "", goto(page), "", code(page), "", data_blob(page), ""]
     return "\n".join(parts)
 
 
@@ -117,6 +137,15 @@ def symbols_table(page: PageInput) -> str:
             f'<th>upstream</th></tr></thead><tbody>{"".join(rows)}</tbody></table></details>')
 
 
+def goto(page: PageInput) -> str:
+    """The skip control: jump (and move focus) to line N without tabbing through the code."""
+    n = len(page.source.lines)
+    return ('<form class="an-goto" action="#" role="search" aria-label="跳到某一行 Go to a line">'
+            f'<label>跳到第 <input type="number" name="line" min="1" max="{n}" inputmode="numeric" '
+            f'aria-label="行号 line number (1–{n})"> 行 Go to line</label> '
+            '<button type="submit">跳转 Go</button></form>')
+
+
 def code(page: PageInput) -> str:
     """The whole file as rows, cut into segments around the note cards."""
     path = page.source.path
@@ -161,15 +190,26 @@ def row(page: PageInput, number: int, line_html: str, marks: tuple[int, ...] = (
     path = page.source.path
     upstream = page.links.line_map(path).upstream_line(number) if path in page.links.lock.upstream.files else None
     classes = "an-row" + (" an-noted" if marks else "") + (" an-local" if upstream is None else "")
-    attrs = f' data-upstream="{upstream}"' if upstream else f' title="{html.escape(LOCAL_ONLY)}"'
-    mark = "".join(f'<a class="an-mark" href="#note-{i}" aria-label="note {i}" title="注释 note {i}">✎</a>'
+    # the upstream line, where it differs from the local one (an-local rows have none)
+    attrs = (f' data-upstream="{upstream}"' if upstream != number else "") if upstream else \
+        f' title="{html.escape(LOCAL_ONLY)}"'
+    mark = "".join(f'<a class="an-mark" href="#note-{i}" aria-label="注释 note {i}" title="注释 note {i}">✎</a>'
                    for i in marks)
     # the line's own indentation, for the hanging indent of a line wrapped on a phone (see annotate.css)
     indent = len(line_html) - len(line_html.lstrip(" "))
     style = f' style="--ind:{indent}ch"' if indent else ""
+    line_html = _break_points(line_html)
     return (f'<div class="{classes}" id="L{number}" data-line="{number}"{attrs}>'
-            f'<a class="an-ln" href="#L{number}" aria-label="line {number}">{number}</a>'
+            f'<a class="an-ln" href="#L{number}" tabindex="-1">{number}</a>'
             f'<code class="an-code"{style}>{line_html or " "}{mark}</code></div>')
+
+
+_BREAK = re.compile(r"(?<=[.(,])(?![^<]*>)")   # after . ( , in text, not inside a tag
+
+
+def _break_points(line_html: str) -> str:
+    """Allow a phone to wrap a long line after `.`, `(` and `,` rather than inside an identifier."""
+    return _BREAK.sub("<wbr>", line_html) if len(line_html) > 40 else line_html
 
 
 def _cards_by_slot(page: PageInput) -> dict[tuple[int, str], list[str]]:
@@ -187,8 +227,12 @@ def card(page: PageInput, placed: PlacedNote) -> str:
     link = page.links.permalink(path, a, b)
     up = (f'<a class="an-upstream" href="{html.escape(link)}" title="upstream at the pinned commit">upstream ↗</a>'
           if link else f'<span class="an-local" title="{html.escape(LOCAL_ONLY)}">local-only: no upstream permalink</span>')
-    head = (f'<div class="an-note-head"><a class="an-note-lines" href="{page_anchor(a, b)}">{lines}</a>'
-            f'<code>{html.escape(note.anchor.symbol or "")}</code>{up}</div>')
+    # the card's title is a heading (a direct child of the card) with the card's id: the search index makes
+    # the card a section of its own, so a hit on a note lands on that note (under its line), not at the top
+    head = (f'<h6 class="an-note-title" id="note-{note.index}"><a class="an-note-lines" href="{page_anchor(a, b)}">'
+            f'{lines}</a> <code>{html.escape(note.anchor.symbol or "")}</code></h6>'
+            f'<div class="an-note-head" data-search-exclude>{up}'
+            '<button type="button" class="an-cite" data-cite="note">复制引用 Copy citation</button></div>')
     body = [head]
     if note.math:
         body.append(f'<div class="an-math">{page.math(note.math, True)}</div>')
@@ -197,7 +241,7 @@ def card(page: PageInput, placed: PlacedNote) -> str:
         body.append(f'<ul class="an-vars" title="math variable each code variable holds after this line">{items}</ul>')
     body.append(_texts({"zh": note.zh, "en": note.en}, page.math, ""))
     kind = "an-note an-note-symbol" if note.on_symbol else "an-note"
-    return (f'<aside class="{kind}" id="note-{note.index}" data-start="{a}" data-end="{b}" '
+    return (f'<aside class="{kind}" data-start="{a}" data-end="{b}" '
             f'data-symbol="{html.escape(note.anchor.symbol or "")}">{"".join(body)}</aside>')
 
 
@@ -221,6 +265,9 @@ def data_blob(page: PageInput) -> str:
         "path": page.source.path,
         "lines": len(page.source.lines),
         "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.commit} if lock else None,
+        "cite": CITE_HEAD,
+        "symbols": [{"name": s.qualname, "start": s.span[0], "end": s.span[1]}
+                    for s in sorted(page.source.symbols.values(), key=lambda s: s.start_line)],
         "notes": [{"id": f"note-{n.note.index}", "symbol": n.note.anchor.symbol, "start": n.start, "end": n.end,
                    "vars": n.note.vars} for n in page.notes],
     }

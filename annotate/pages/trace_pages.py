@@ -12,7 +12,7 @@ from pathlib import Path
 from annotate.links import page_url
 from annotate.pages import flow, kernels_page, numerics_page, plots
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc
+from annotate.pages.tracefmt import esc, value_url
 
 INDEX = "trace/index.md"
 NORMS_SVG = "trace/norms.svg"
@@ -57,7 +57,7 @@ def _empty(traces: TraceSet, title: str) -> str:
 
 def overview(view: TraceView, traces: TraceSet) -> str:
     """Which traces the site shows, the flow diagram, the two plots."""
-    svg = flow.render_svg(flow.extract(view.trace), _href(INDEX))
+    svg = flow.render_svg(flow.extract(view.trace), lambda file, line, layer: value_url(INDEX, file, line, layer))
     listing = "\n".join(f"| `traces/{esc(v.key)}` | {esc(v.label)} | {esc(v.trace.provenance())} | "
                         f"{esc(v.status())} |" for v in traces.views)
     return (

@@ -5,8 +5,22 @@ import html
 import re
 from typing import Any, Iterable
 
+from annotate.links import page_url
+
 _SUP = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _LAYER = re.compile(r"⁽([0-9-]+)⁾")
+ROLE_WORDS = {"assigned": "赋值 assigned", "argument": "参数 argument", "live": "当前值 live", "return": "返回 return"}
+# the lesson's math variables in words (keys of annotate.trace.reference.MATH_VARS)
+MATH_WORDS = {
+    "x": "该层的输入：残差流 x — input of the layer (residual stream)",
+    "rmsnorm1": "注意力前的归一化 RMSNorm₁(x) — normalised input of attention",
+    "attn": "注意力增量 — attention increment",
+    "x1": "加上注意力增量后的残差流 x₁ — residual stream after attention",
+    "rmsnorm2": "MLP 前的归一化 RMSNorm₂(x₁) — normalised input of the MLP",
+    "mlp": "MLP 增量 — MLP increment",
+    "x2": "该层的输出 x₂（下一层的 x）— output of the layer (next layer's x)",
+    "final_norm": "最后的归一化 — final norm of the model",
+}
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
@@ -24,11 +38,16 @@ def num(value: float | int | None, digits: int = 4) -> str:
     return f"{value:.{digits}g}"
 
 
+def math_words(key: str) -> str:
+    """A lesson variable in words (Chinese first), e.g. `x1` -> "加上注意力增量后的残差流 x₁ — …"."""
+    return MATH_WORDS.get(key, key)
+
+
 def delta(match: dict[str, Any]) -> str:
-    """`max |Δ| = 0` or `max |Δ| = 0.07812 (2.5 ulp)`: one match's distance, in the coarser dtype."""
+    """`与 HF 差 max |Δ| = 0` or `… = 0.07812 (2.5 ulp)`: one match's distance, in the coarser dtype."""
     if not match.get("max_abs"):
-        return "max |Δ| = 0"
-    return f"max |Δ| = {num(match['max_abs'])} ({num(match.get('scale_ulps'), 3)} ulp)"
+        return "与 HF 差 max |Δ| = 0"
+    return f"与 HF 差 max |Δ| = {num(match['max_abs'])} ({num(match.get('scale_ulps'), 3)} ulp)"
 
 
 def identity_text(identity: dict[str, Any]) -> str:
@@ -39,7 +58,8 @@ def identity_text(identity: dict[str, Any]) -> str:
         return " = ".join(sup_label(m["label"]) for m in matches) + ", " + delta(matches[0])
     if status == "no match":
         near = identity.get("nearest")
-        return "no match" + (f" (nearest {sup_label(near['label'])}, rel {num(near.get('rel'), 2)})" if near else "")
+        return "无匹配 no match" + (f"（最接近 nearest {sup_label(near['label'])}, rel {num(near.get('rel'), 2)}）"
+                                   if near else "")
     return "—"
 
 
@@ -57,6 +77,14 @@ def human_bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.3g} {unit}"
     return f"{int(n)} B"
+
+
+def value_url(from_src_uri: str, path: str, line: int, layer: int | None = None, trace: str | None = None) -> str:
+    """A link that opens the values panel of `line` at `layer` (and `trace`): `…/qwen3.py.html#L156&layer=2`.
+
+    annotate.js reads the parameters after the line anchor; without script the link still lands on the line."""
+    params = ("&layer=" + ("none" if layer is None else str(layer))) + (f"&trace={trace}" if trace else "")
+    return page_url(from_src_uri, path, line) + params
 
 
 def esc(text: Any) -> str:

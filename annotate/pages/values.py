@@ -2,26 +2,37 @@
 
 A :class:`ValuesPanel` is a :class:`~annotate.pages.extras.LineExtras` provider. After the last
 line of every traced statement it places a ``<details class="an-values">`` whose summary names the
-math variables the line produced; opened, it shows a trace switch (device / dtype, when ``traces/``
-holds more than one), a layer ``<select>`` (every layer of the run), and for each record of that
-line in that layer: every tensor the line assigned plus ``hidden_states`` / ``residual`` with shape,
-dtype, norm, first values and the math variable it was identified as; fused-vs-eager distances for
-eager replays of compiled bodies; aliasing and identity warnings from the trace; the provenance.
+math variables the line produced (default trace and layer); opened, it shows a layer ``<select>``
+(every layer of the run), a legend of ≡ with a link to docs/values.md, and the view of that
+(trace, layer): every tensor the line assigned plus ``hidden_states`` / ``residual`` with shape,
+dtype, norm, first values and the math variable it was identified as — in words for the lesson's
+variables, labelled 中间量 for intermediates, with the reason where it matches none; fused-vs-eager
+distances for eager replays of compiled bodies; aliasing warnings; the provenance.
 
-Every (trace, layer) view is rendered at build time; ``docs/assets/annotate.js`` only toggles the
-``hidden`` attribute, so the panel works offline and from ``file://``.
+Weight independent of depth: the page holds only the collapsed panels. The views of one trace are
+a generated script next to the page (``qwen3.py.values-cpu.js``, see :meth:`ValuesPanel.data_files`)
+that ``docs/assets/annotate.js`` loads with a ``<script>`` element the first time a panel opens —
+so it works from ``file://`` (no fetch) and a 28-layer trace weighs on that file, not on the page.
+The trace choice is page-wide: one switch in the banner (``banner_html``).
 """
 from __future__ import annotations
 
+import json
+import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from annotate.links import SOURCE_DIR, page_src_uri
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc, identity_text, num, sup_label
+from annotate.pages.tracefmt import ROLE_WORDS, esc, identity_text, math_words, num, sup_label
 from annotate.trace.store import LineRecord, Trace, VarRecord
 
 NONE_KEY = "none"   # the layer key of records outside the decoder layers (Qwen3Model.forward, model.norm)
 ROLE_ORDER = {"assigned": 0, "argument": 1, "live": 2, "return": 3}
+FLOW_NAMES = ("hidden_states", "residual")   # the two variables the lesson follows; others are intermediates
+VALUES_DOC = "values.md"
+GLOSSARY_DOC = "reference/glossary.md"
 
 
 def layer_key(layer: int | None) -> str:
@@ -30,6 +41,18 @@ def layer_key(layer: int | None) -> str:
 
 def layer_name(key: str) -> str:
     return "层外 outside the layers" if key == NONE_KEY else f"第 {key} 层 layer {key}"
+
+
+def script_uri(path: str, trace_key: str) -> str:
+    """Docs-relative URI of the script holding the views of `trace_key` for vendored file `path`."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", trace_key)
+    return f"{SOURCE_DIR}/{path}.values-{safe}.js"
+
+
+def doc_href(path: str, doc: str) -> str:
+    """A built-page URL from the source page of `path` to a hand-written page (raw HTML, not Markdown)."""
+    here = posixpath.dirname(page_src_uri(path))
+    return posixpath.relpath(doc.removesuffix(".md") + ".html", here)
 
 
 @dataclass
@@ -45,23 +68,47 @@ class ValuesPanel:
         return "".join(self.panel(path, start) for start in self._statements_ending(path).get(line, []))
 
     def page_data(self, path: str) -> dict[str, Any]:
-        """The traces shown on this page (for scripts): key, label, provenance; the layers."""
+        """The traces shown on this page (for scripts): key, label, provenance, script; the lines."""
         views = self.traces.for_file(path)
         if not views and not self.traces.stale_for(path):
             return {}
-        return {"values": {"traces": [{"key": v.key, "label": v.label, "provenance": v.trace.provenance()}
-                                      for v in views],
+        return {"values": {"traces": [{"key": v.key, "label": v.label, "provenance": v.trace.provenance(),
+                                       "src": posixpath.basename(script_uri(path, v.key))} for v in views],
                            "stale": [v.key for v in self.traces.stale_for(path)],
-                           "lines": sorted({ln for v in views for ln in v.trace.lines(path)})}}
+                           "lines": sorted({ln for v in views for ln in v.trace.lines(path)}),
+                           "layers": sorted({n for v in views for n in v.trace.layers()})}}
+
+    def data_files(self, path: str) -> dict[str, str]:
+        """One script per trace shown on this page: every (line, layer) view, brief and citation of it."""
+        out = {}
+        for view in self.traces.for_file(path):
+            data: dict[str, dict[str, dict[str, str]]] = {}
+            for start in sorted(view.trace.lines(path)):
+                keys = self._layer_keys(self.traces.for_file(path), path, start)
+                data[str(start)] = {k: {"b": brief(recs), "h": view_body(view, recs, k)}
+                                    for k in keys for recs in [self.records(view, path, start, k)]}
+            text = json.dumps(data, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
+            out[script_uri(path, view.key)] = (f"/* values of {esc(path)} in traces/{esc(view.key)}, generated by annotate */\n"
+                                               f"(window.anValues = window.anValues || {{}})[{json.dumps(view.key)}] = {text};\n")
+        return out
 
     def banner_html(self, path: str) -> str:
-        """A notice above the code: which traces are shown here, and which are withheld as stale."""
+        """A notice above the code: which traces are shown (the page-wide switch), and which are stale."""
         views, stale = self.traces.for_file(path), self.traces.stale_for(path)
         parts = []
         if views:
-            parts.append('<div><b>运行值 Values</b> 点击（或用 Tab 聚焦后按 Enter）带 ▸ 的行，查看该行在记录运行中产生的张量 — '
-                         'click (or focus and press Enter) a traced line to see what it produced: '
-                         + "; ".join(esc(v.label) for v in views) + "</div>")
+            how = (f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read the values</a>')
+            parts.append('<div><b>运行值 Values</b> 点击带 ▸ 的行，或用 Tab 聚焦它下面的“值 values”后按 Enter，查看该行在记录运行中产生的张量'
+                         '（Esc 关闭）— click a line marked ▸, or Tab to the “values” line under it and press Enter, to see '
+                         f'what it produced in the recorded run (Esc closes). {how}</div>')
+            if len(views) > 1:
+                opts = "".join(f'<option value="{esc(v.key)}">{esc(v.label)}</option>' for v in views)
+                parts.append(f'<div class="an-page-trace"><label><b>运行（全页）Trace, whole page</b> '
+                             f'<select class="an-trace-select" aria-label="运行 trace (整页 whole page)">{opts}</select></label> '
+                             '<span class="an-hint">本页所有面板一起切换，浏览器会记住 — switches every panel of the page; '
+                             'remembered by the browser</span></div>')
+            else:
+                parts.append(f'<div class="an-page-trace">运行 Trace: {esc(views[0].label)}</div>')
         for v in views:   # placed from another pin (annotate/trace/placement.py): say so
             notice = v.file_notice(path)
             if notice:
@@ -70,39 +117,55 @@ class ValuesPanel:
             parts.append(f'<div class="an-stale"><b>过期 Stale</b> traces/{esc(v.key)} ({esc(v.label)}) was made from '
                          f'other bytes of this file; its values are not shown here, since they could sit on the wrong '
                          f'lines — rerun <code>annotate trace --out traces/{esc(v.key)} --force</code></div>')
-        return f'<div class="an-values-banner">{"".join(parts)}</div>' if parts else ""
+        template = self.panel_template(path) if views else ""
+        return f'<div class="an-values-banner">{"".join(parts)}</div>{template}' if parts else ""
 
     # -- one panel
-    def panel(self, path: str, start: int) -> str:
-        """The collapsed panel of the statement starting at `start`, with every (trace, layer) view."""
+    def records(self, view: TraceView, path: str, start: int, key: str) -> list[LineRecord]:
+        return [r for r in view.trace.at(path, start) if layer_key(r.layer) == key]
+
+    def views(self, path: str, start: int) -> dict[tuple[str, str], str]:
+        """(trace, layer) -> the HTML of that view of the panel at `start` (what the scripts carry)."""
         views = [v for v in self.traces.for_file(path) if v.trace.at(path, start)]
         keys = self._layer_keys(views, path, start)
-        default_trace, default_layer = views[0].key, self._default_layer(views[0].trace, path, start, keys)
-        briefs, bodies = [], []
-        for view in views:
-            for key in keys:
-                hidden = "" if (view.key, key) == (default_trace, default_layer) else " hidden"
-                recs = [r for r in view.trace.at(path, start) if layer_key(r.layer) == key]
-                attrs = f'data-trace="{esc(view.key)}" data-layer="{key}"{hidden}'
-                briefs.append(f'<span class="an-brief" {attrs}>{esc(brief(recs))}</span>')
-                bodies.append(f'<div class="an-view" {attrs}>{view_body(view, recs, key)}</div>')
-        controls = self._controls(views, keys, default_trace, default_layer)
-        return (f'<details class="an-values" id="values-L{start}" data-line="{start}" '
-                f'data-trace="{esc(default_trace)}" data-layer="{default_layer}">'
-                f'<summary><span class="an-values-tag">L{start} 值 values</span>{"".join(briefs)}</summary>'
-                f'<div class="an-values-body">{controls}{"".join(bodies)}</div></details>')
+        return {(v.key, k): view_body(v, self.records(v, path, start, k), k) for v in views for k in keys}
 
-    def _controls(self, views: list[TraceView], keys: list[str], trace: str, layer: str) -> str:
-        out = []
-        if len(views) > 1:
-            opts = "".join(f'<option value="{esc(v.key)}"{" selected" if v.key == trace else ""}>{esc(v.label)}</option>'
-                           for v in views)
-            out.append(f'<label>运行 trace <select class="an-trace-select">{opts}</select></label>')
-        if keys != [NONE_KEY]:
-            opts = "".join(f'<option value="{k}"{" selected" if k == layer else ""}>{esc(layer_name(k))}</option>'
-                           for k in keys)
-            out.append(f'<label>层 layer <select class="an-layer-select">{opts}</select></label>')
-        return f'<div class="an-values-controls">{"".join(out)}</div>' if out else ""
+    def panel(self, path: str, start: int) -> str:
+        """The collapsed panel of the statement starting at `start`: default brief, layer switch, legend, a slot."""
+        views = [v for v in self.traces.for_file(path) if v.trace.at(path, start)]
+        keys = self._layer_keys(views, path, start)
+        trace, layer = views[0].key, self._default_layer(views[0].trace, path, start, keys)
+        summary = brief(self.records(views[0], path, start, layer))
+        controls = self._controls(keys, layer)
+        return (f'<details class="an-values" id="values-L{start}" data-line="{start}" '
+                f'data-trace="{esc(trace)}" data-layer="{layer}">'
+                f'<summary><span class="an-values-tag">L{start} 值 values</span>'
+                f'<span class="an-brief">{esc(summary)}</span></summary>'
+                f'<div class="an-values-body">{controls}</div></details>')
+
+    @staticmethod
+    def panel_template(path: str) -> str:
+        """What every open panel shows under its layer switch, once per page (annotate.js copies it in):
+        the legend of ≡ and ulp, the links to docs/values.md and the glossary, the citation button."""
+        return ('<template id="an-panel-template"><p class="an-legend"><b>≡</b> 表示“在容差内等于 HF transformers '
+                '参照实现里的这个张量” — ≡ means “equals this tensor of the HF transformers reference (peer), within '
+                'tolerance”; <b>ulp</b> 是该数值附近相邻两个浮点数的间距 — the spacing of floats near the value. '
+                f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read this</a> · '
+                f'<a href="{esc(doc_href(path, GLOSSARY_DOC))}#trace-terms">术语 Glossary</a></p>'
+                '<div class="an-values-tools"><button type="button" class="an-cite" data-cite="line">'
+                '复制引用 Copy citation</button></div>'
+                '<div class="an-view" aria-live="polite"><p class="an-none">加载中… loading…</p></div></template>')
+
+    @staticmethod
+    def _controls(keys: list[str], layer: str) -> str:
+        """The layer switch. It names only the shown layer; annotate.js adds the others from the page
+        data (`layers`, `outside`), so 28 layers do not weigh 28 options on every panel."""
+        if keys == [NONE_KEY]:
+            return ""
+        outside = ' data-outside="1"' if NONE_KEY in keys else ""
+        return (f'<div class="an-values-controls"><label>层 layer <select class="an-layer-select"{outside}>'
+                f'<option value="{layer}" selected>{esc(layer_name(layer))}</option></select>'
+                f'</label></div>')
 
     def _layer_keys(self, views: list[TraceView], path: str, start: int) -> list[str]:
         """Every layer of the runs (when the line runs inside the layers), plus `none` when it also runs outside."""
@@ -146,34 +209,38 @@ def brief(recs: list[LineRecord]) -> str:
         return "未执行 not run"
     shown = [v for v in recs[0].vars if v.role == "assigned"] or [v for v in recs[0].vars if v.role != "return"]
     parts = [f"{v.name} ≡ {sup_label(v.label)}" if v.identity.get("status") == "match" else
-             f"{v.name}: {v.label}" if v.identity.get("status") == "no match" else v.name for v in shown]
-    more = f" · {len(recs)} calls 次" if len(recs) > 1 else ""
+             f"{v.name}: {kind_words(recs[0], v, None)[0]}" if v.identity.get("status") == "no match" else v.name
+             for v in shown]
+    more = f" · {len(recs)} 次调用 calls" if len(recs) > 1 else ""
     return (" · ".join(parts) or "—") + more
 
 
 def view_body(view: TraceView, recs: list[LineRecord], key: str) -> str:
     """Every record of the line in one layer of one trace, then the provenance line."""
     if not recs:
-        body = (f'<p class="an-none">这一行在{esc(layer_name(key))}没有执行（另一分支） — '
+        body = (f'<p class="an-none">这一行在{esc(layer_name(key))}没有执行（走了另一分支） — '
                 f'not executed in {"this run outside the layers" if key == NONE_KEY else f"layer {key}"} '
                 f'(the other branch ran)</p>')
     else:
-        body = "".join(record_html(view.trace, r, len(recs) > 1) for r in recs)
-    return body + f'<p class="an-prov">{esc(view.trace.provenance())}</p>'
+        body = "".join(record_html(view, r, len(recs) > 1, key) for r in recs)
+    return body + f'<p class="an-prov">来源 Provenance: {esc(view.trace.provenance())}</p>'
 
 
-def record_html(trace: Trace, rec: LineRecord, several: bool) -> str:
+def record_html(view: TraceView, rec: LineRecord, several: bool, key: str = "") -> str:
     """One execution of the line: where (module, replay or not, call/hit), its tensors, its warnings."""
-    tags = [f"<code>{esc(rec.module or rec.function)}</code>"]
+    trace = view.trace
+    tags = [f'<code title="模块 module">{esc(rec.module or rec.function)}</code>']
     if rec.source == "replay":
-        tags.append('<span class="an-tag" title="the compiled function ran compiled; this is its original body '
-                    'replayed eagerly on cloned inputs">eager replay 重放</span>')
+        tags.append('<span class="an-tag" title="编译函数以编译版运行；这里是它的原函数体在克隆的输入上逐行重放 — the '
+                    'compiled function ran compiled; this is its original body replayed eagerly on cloned inputs">'
+                    'eager 重放 replay</span>')
     if rec.kind == "entry":
-        tags.append('<span class="an-tag">entry 入口参数</span>')
+        tags.append('<span class="an-tag">入口参数 entry</span>')
     if several:
-        tags.append(f"<span>call {rec.call} · pass {rec.hit + 1}</span>")
+        tags.append(f"<span>第 {rec.call + 1} 次调用 call {rec.call + 1} · 第 {rec.hit + 1} 遍 pass {rec.hit + 1}</span>")
     head = f'<div class="an-rec-head">{" ".join(tags)}</div>'
-    vars_html = "".join(var_html(v, unchanged_html(trace, rec, v)) for v in shown_vars(rec))
+    where = f"{layer_name(key)} · 运行 trace {view.label} (traces/{view.key})"
+    vars_html = "".join(var_html(v, unchanged_html(trace, rec, v), rec, trace, where) for v in shown_vars(rec))
     return (f'<div class="an-rec" data-record="{rec.id}">{head}{vars_html}'
             f'{fused_html(trace, rec)}{warnings_html(trace, rec)}</div>')
 
@@ -191,31 +258,81 @@ def unchanged_html(trace: Trace, rec: LineRecord, v: VarRecord) -> str:
     if not same or same.get("record") == rec.id or not 0 <= same.get("record", -1) < len(trace.records):
         return ""
     first = trace.record(same["record"])
-    title = ("the recorder reused the copy it took there: no code that could write to this tensor ran "
+    title = ("记录器沿用了那里拍下的拷贝：其间运行的代码不可能写这个张量（由代码推出，不是比较数值）— "
+             "the recorder reused the copy it took there: no code that could write to this tensor ran "
              "in between (proved from the code, not found by comparing values)")
     if (first.function, first.module, first.call) == (rec.function, rec.module, rec.call):
         text = f"自 L{first.line} 起未变 unchanged since L{first.line}"
     else:
         where = first.module or first.function
-        text = f"= <code>{esc(same.get('var', ''))}</code> @ {esc(where)} L{first.line}（同一份拷贝 same copy）"
+        text = (f"同一份拷贝：即 L{first.line} 的 <code>{esc(same.get('var', ''))}</code>（{esc(where)}） — "
+                f"same copy as <code>{esc(same.get('var', ''))}</code> at L{first.line}")
     return f'<span class="an-same" title="{esc(title)}">{text}</span>'
 
 
-def var_html(v: VarRecord, unchanged: str = "") -> str:
-    """One tensor: name ≡ math (distance); shape, dtype, norm, mean, absmax, first values."""
+def _aliased(trace: Trace, rec: LineRecord, name: str) -> bool:
+    """Whether the trace flagged `name` in this record as sharing memory with another variable."""
+    return any(f.get("kind") == "aliasing" and rec.id in f.get("records", []) and name in f.get("names", [])
+               for f in trace.flags)
+
+
+def kind_words(rec: LineRecord, v: VarRecord, trace: Trace | None) -> tuple[str, str]:
+    """(short label, explanation) of a tensor that matched no math variable: intermediate, aliasing, or beyond tolerance."""
+    near = v.identity.get("nearest")
+    near_text = (f"最接近 nearest {sup_label(near['label'])}，相对差 rel {num(near.get('rel'), 2)}"
+                 f"（容差 tolerance {num(v.identity.get('tolerance'), 2)}）" if near else "")
+    if trace is not None and _aliased(trace, rec, v.name):
+        return ("无匹配：别名 no match: aliasing",
+                "这个张量与另一个变量共用内存（float32 下 .float() 不复制），原地归一化改写了它，于是它不再等于任何数学变量 — "
+                "it shares memory with another variable (in float32 .float() returns the same tensor), an in-place "
+                "update overwrote it, so it equals no math variable. " + near_text)
+    if v.name not in FLOW_NAMES and not v.name.startswith("return"):
+        return ("中间量 intermediate",
+                "这一步的中间结果，不是课上追踪的数学变量，所以没有 ≡ — a value inside this step, not one of the "
+                "lesson's math variables, so it has no ≡. " + near_text)
+    return ("无匹配 no match",
+            "与 HF 的每个候选张量都相差超过容差 — farther than the tolerance from every candidate of the peer. " + near_text)
+
+
+def cite_text(v: VarRecord, where: str) -> str:
+    """The tensor part of a citation: code name, math variable, layer, trace, shape, dtype, norm, first values."""
+    m = v.identity.get("status") == "match" and v.matched
+    ident = f"≡ {sup_label(v.label)}（{math_words(m['key'])}）" if m else "≡ —"
+    return (f"张量 tensor: {v.name} {ident}\n位置 where: {where}\n"
+            f"形状 shape: {list(v.shape)} {v.dtype} · ‖·‖₂ = {num(v.norm)} · max |·| = {num(v.absmax)}\n"
+            f"前几个值 first values: [{', '.join(num(x, 4) for x in v.head)}, …]")
+
+
+def var_html(v: VarRecord, unchanged: str = "", rec: LineRecord | None = None, trace: Trace | None = None,
+             where: str = "") -> str:
+    """One tensor: name, role, ≡ math variable in words (or why none); shape, dtype, norm, first values."""
     m = v.matched
-    data = f' data-key="{esc(m["key"])}" data-layer="{m["layer"]}"' if m and v.identity.get("status") == "match" else ""
+    status = v.identity.get("status", "no candidate")
+    data = f' data-key="{esc(m["key"])}" data-layer="{m["layer"]}"' if m and status == "match" else ""
     ret = [n for n in v.same_memory if n.startswith("return")]
-    role = v.role + (" · returned" if ret else "")
-    status = v.identity.get("status", "no candidate").replace(" ", "-")
+    role = ROLE_WORDS.get(v.role, v.role) + (" · 也被返回 returned" if ret else "")
+    if status == "match":
+        ident = (f'<span class="an-id an-match"{data}>≡ {esc(identity_text(v.identity))}</span>'
+                 f'<span class="an-words">{esc(math_words(m["key"]))}</span>')
+    elif status == "no match" and rec is not None:
+        short, why = kind_words(rec, v, trace)
+        css = "an-intermediate" if short.startswith("中间量") else "an-no-match"
+        ident = f'<span class="an-id {css}" title="{esc(why)}">{esc(short)}</span><span class="an-why">{esc(why)}</span>'
+    elif status == "no match":
+        ident = f'<span class="an-id an-no-match">{esc(identity_text(v.identity))}</span>'
+    else:
+        ident = ('<span class="an-id an-no-candidate" title="HF 没有同形状的候选张量 — the peer has no tensor of this shape '
+                 'to compare with">无对照 no peer tensor</span>')
     head = (f'<div class="an-var-head"><code class="an-var-name">{esc(v.name)}</code>'
-            f'<span class="an-role">{esc(role)}</span>'
-            f'<span class="an-id an-{status}"{data}>≡ {esc(identity_text(v.identity))}</span>{unchanged}</div>')
+            f'<span class="an-role">{esc(role)}</span>{ident}{unchanged}'
+            f'<button type="button" class="an-cite" data-cite="var">复制引用 Copy citation</button></div>')
     first = ", ".join(num(x, 4) for x in v.head)
-    stats = (f'<div class="an-stats"><span>{esc(list(v.shape))} {esc(v.dtype)}</span>'
-             f'<span>‖·‖₂ = {num(v.norm)}</span><span>mean {num(v.mean, 3)}</span>'
-             f'<span>max |·| {num(v.absmax)}</span><span class="an-head">[{esc(first)}, …]</span></div>')
-    return f'<div class="an-var" data-var="{esc(v.name)}" data-role="{esc(v.role)}">{head}{stats}</div>'
+    stats = (f'<div class="an-stats"><span title="形状 shape, dtype">{esc(list(v.shape))} {esc(v.dtype)}</span>'
+             f'<span title="L2 范数 norm">‖·‖₂ = {num(v.norm)}</span><span title="均值 mean">均值 mean {num(v.mean, 3)}</span>'
+             f'<span title="最大绝对值 largest magnitude">max |·| {num(v.absmax)}</span>'
+             f'<span class="an-head" title="前几个值 first values">[{esc(first)}, …]</span></div>')
+    return (f'<div class="an-var" data-var="{esc(v.name)}" data-role="{esc(v.role)}" '
+            f'data-cite-text="{esc(cite_text(v, where))}">{head}{stats}</div>')
 
 
 def fused_html(trace: Trace, rec: LineRecord) -> str:
@@ -227,16 +344,19 @@ def fused_html(trace: Trace, rec: LineRecord) -> str:
         return ""
     parts = []
     for out in checks[0]["outputs"]:
-        same = "bit-exact" if not out["max_ulps"] else (f"max {num(out['max_ulps'])} ulp, "
-                                                        f"{num(out['n_diff'])} / {num(out['numel'])} elements differ")
+        same = "逐位相同 bit-exact" if not out["max_ulps"] else (
+            f"max {num(out['max_ulps'])} ulp，{num(out['n_diff'])} / {num(out['numel'])} 个元素不同 elements differ")
         parts.append(f"<code>{esc(out['name'])}</code> {same}")
-    return (f'<div class="an-fused"><b>编译版 vs 重放 fused vs eager</b> the compiled call\'s outputs against this '
-            f'replay of its body: {"; ".join(parts)}</div>')
+    return (f'<div class="an-fused"><b>编译版 vs 重放 fused vs eager</b> 编译后的调用输出与这次重放的差 — the compiled '
+            f'call\'s outputs against this replay of its body: {"; ".join(parts)}</div>')
 
 
 def warnings_html(trace: Trace, rec: LineRecord) -> str:
-    """Hazards for this record: the trace's flags, and alias groups of distinct names it did not flag."""
-    msgs = [f["message"] for f in trace.flags if rec.id in f.get("records", [])]
+    """Hazards for this record: the trace's aliasing flags, and alias groups of distinct names it did not flag.
+
+    The trace's "matches no math variable" flags are not repeated here: each tensor already says why
+    it has no ≡ (intermediate, aliasing, beyond tolerance)."""
+    msgs = [f["message"] for f in trace.flags if rec.id in f.get("records", []) and f.get("kind") != "identity"]
     flagged = {n for f in trace.flags if f.get("kind") == "aliasing" and rec.id in f.get("records", [])
                for n in f.get("names", [])}
     for group in rec.aliases:
@@ -244,4 +364,5 @@ def warnings_html(trace: Trace, rec: LineRecord) -> str:
         if len(names) > 1 and not set(names) <= flagged:
             how = "the same tensor" if len(group.get("same", [])) > 1 else "views of one storage"
             msgs.append(f"{' and '.join(names)} are {how}: an in-place update of one changes the other")
-    return "".join(f'<div class="an-warn" role="note">⚠ {esc(m)}</div>' for m in msgs)
+    return "".join(f'<div class="an-warn" role="note">⚠ <b>别名 Aliasing</b> 这些变量共用一块内存，原地修改其一会改变另一个 — '
+                   f'{esc(m)}</div>' for m in msgs)

@@ -1,8 +1,9 @@
-/* annotate: #L36 and #L28-L40 scroll to and highlight lines; a click on a line number sets the
+/* annotate: #L36 and #L28-L40 scroll to and highlight lines (also with parameters after them:
+   #L156&layer=2&trace=cpu, read by the values panels below); a click on a line number sets the
    anchor (shift-click extends it to a range). Works from file:// (no fetch, no modules). */
 (function () {
   "use strict";
-  var RANGE = /^#L(\d+)(?:-L(\d+))?$/;
+  var RANGE = /^#L(\d+)(?:-L(\d+))?(?:&|$)/;
 
   function rows() { return document.querySelectorAll(".an-row[data-line]"); }
 
@@ -18,7 +19,14 @@
       var n = parseInt(all[j].getAttribute("data-line"), 10);
       if (n >= a && n <= b) { all[j].classList.add("an-hl"); if (!first) first = all[j]; }
     }
-    if (first) first.scrollIntoView({ block: "center" });
+    if (first) {
+      // a range taller than the screen starts at the top; a short one is centred, so all of it shows
+      var last = all[Math.min(all.length - 1, Array.prototype.indexOf.call(all, first) + (b - a))];
+      var top = first.getBoundingClientRect().top, bottom = last.getBoundingClientRect().bottom;
+      if (bottom - top > window.innerHeight * 0.7) first.scrollIntoView({ block: "start" });
+      else window.scrollTo(0, window.pageYOffset + (top + bottom) / 2 - window.innerHeight / 2);   // the whole range
+    }
+    document.dispatchEvent(new CustomEvent("an-lines", { detail: { start: a, end: b } }));
   }
 
   function onClick(event) {
@@ -38,86 +46,353 @@
   function flashNote() {
     var id = window.location.hash.slice(1);
     if (!/^note-\d+$/.test(id)) return;
-    var note = document.getElementById(id);
+    var title = document.getElementById(id), note = title && title.closest(".an-note");   // the id is on the card's title
     if (!note) return;
     note.classList.add("an-flash");
     setTimeout(function () { note.classList.remove("an-flash"); }, 1600);
   }
 
+  /* a diagram wider than a phone: start scrolled so that both lanes (hidden_states, residual) show */
+  function centreFlow() {
+    var figs = document.querySelectorAll(".an-flow-figure");
+    for (var i = 0; i < figs.length; i++) {
+      var fig = figs[i], svg = fig.querySelector("svg");
+      if (!svg || fig.scrollWidth <= fig.clientWidth) continue;
+      var lanes = svg.querySelectorAll("line[x1]"), xs = [];
+      for (var j = 0; j < lanes.length; j++) xs.push(parseFloat(lanes[j].getAttribute("x1")));
+      if (!xs.length) continue;
+      var view = svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width ? svg.viewBox.baseVal.width : fig.scrollWidth;
+      var scale = svg.getBoundingClientRect().width / view;
+      var mid = (Math.min.apply(null, xs) + Math.max.apply(null, xs)) / 2 * scale;
+      fig.scrollLeft = Math.max(0, mid - fig.clientWidth / 2);
+    }
+  }
+
   function start() { highlight(); flashNote(); }
   window.addEventListener("hashchange", start);
   document.addEventListener("click", onClick);
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
-  else start();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", function () { start(); centreFlow(); });
+  else { start(); centreFlow(); }
 })();
 
-/* annotate: values panels (issue 5). A traced line is focusable; click / Enter / Space opens its
-   panel. Changing the trace or the layer in one panel switches every panel of the page. Every view
-   is in the page already (built from the trace): this only toggles `hidden`. */
+/* annotate: values panels, citations, keyboard. A panel's <summary> is its one tab stop (Enter /
+   Space toggle it, Esc closes); a click on a traced line opens it too. The views of a trace are a
+   generated script beside the page (qwen3.py.values-cpu.js), added as a <script> element the first
+   time a panel needs it: works from file://, and the page stays light whatever the depth of the
+   run. The trace choice is page-wide (one switch in the banner) and remembered in localStorage;
+   the layer choice switches every panel of the page; both go into the URL (#L156&layer=2&trace=cpu). */
 (function () {
   "use strict";
-  var state = { trace: null, layer: null };
+  var STORE = "annotate.trace";
+  var data = {}, state = { trace: null, layer: null }, loading = {};
 
+  function pageData() {
+    var el = document.getElementById("an-page-data");
+    try { return el ? JSON.parse(el.textContent) : {}; } catch (e) { return {}; }
+  }
+  function remembered() { try { return window.localStorage.getItem(STORE); } catch (e) { return null; } }
+  function remember(v) { try { window.localStorage.setItem(STORE, v); } catch (e) { /* file:// may refuse */ } }
   function panels() { return document.querySelectorAll("details.an-values"); }
-
-  function show(panel) {
-    var trace = state.trace || panel.getAttribute("data-trace");
-    var layer = state.layer || panel.getAttribute("data-layer");
-    var has = function (t, l) {
-      return panel.querySelector('.an-view[data-trace="' + t + '"][data-layer="' + l + '"]') !== null;
-    };
-    if (!has(trace, panel.getAttribute("data-layer"))) trace = panel.getAttribute("data-trace");
-    if (!has(trace, layer)) layer = panel.getAttribute("data-layer");
-    var parts = panel.querySelectorAll(".an-view, .an-brief");
-    for (var i = 0; i < parts.length; i++) {
-      var on = parts[i].getAttribute("data-trace") === trace && parts[i].getAttribute("data-layer") === layer;
-      if (on) parts[i].removeAttribute("hidden"); else parts[i].setAttribute("hidden", "");
+  function traceInfo(key) {
+    var ts = (data.values && data.values.traces) || [];
+    for (var i = 0; i < ts.length; i++) if (ts[i].key === key) return ts[i];
+    return null;
+  }
+  function params() {
+    var out = {}, parts = window.location.hash.slice(1).split("&");
+    for (var i = 1; i < parts.length; i++) {
+      var kv = parts[i].split("=");
+      if (kv.length === 2) out[decodeURIComponent(kv[0])] = decodeURIComponent(kv[1]);
     }
-    var ts = panel.querySelector(".an-trace-select"), ls = panel.querySelector(".an-layer-select");
-    if (ts) ts.value = trace;
-    if (ls) ls.value = layer;
+    var m = /^L(\d+)/.exec(parts[0] || "");
+    out.line = m ? m[1] : null;
+    return out;
+  }
+
+  /* load the script of a trace once, then run `done` */
+  function load(key, done) {
+    var store = window.anValues || {};
+    if (store[key]) { done(); return; }
+    var info = traceInfo(key);
+    if (!info) return;
+    (loading[key] = loading[key] || []).push(done);
+    if (loading[key].length > 1) return;
+    var s = document.createElement("script");
+    s.src = info.src;
+    s.onload = function () { var q = loading[key]; loading[key] = null; for (var i = 0; i < q.length; i++) q[i](); };
+    s.onerror = function () {
+      loading[key] = null;
+      var all = panels();
+      for (var i = 0; i < all.length; i++) if (all[i].open) slot(all[i]).innerHTML =
+        '<p class="an-none">无法加载运行值 could not load the values (' + info.src + ")</p>";
+    };
+    document.head.appendChild(s);
+  }
+  /* the view area of a panel; on first use, the page's one copy of the legend and tools goes in */
+  function slot(panel) {
+    var v = panel.querySelector(".an-view"), t = document.getElementById("an-panel-template");
+    if (!v && t) {
+      panel.querySelector(".an-values-body").appendChild(t.content.cloneNode(true));
+      v = panel.querySelector(".an-view");
+    }
+    return v;
+  }
+
+  /* the layer switch names only the shown layer in the page: add every layer of the run once */
+  function fillLayers(panel) {
+    var sel = panel.querySelector(".an-layer-select");
+    if (!sel || sel.getAttribute("data-filled")) return;
+    var keep = sel.value, layers = (data.values && data.values.layers) || [];
+    var keys = layers.map(String).concat(sel.getAttribute("data-outside") ? ["none"] : []);
+    sel.innerHTML = "";
+    for (var i = 0; i < keys.length; i++) {
+      var o = document.createElement("option");
+      o.value = keys[i];
+      o.textContent = keys[i] === "none" ? "层外 outside the layers" : "第 " + keys[i] + " 层 layer " + keys[i];
+      sel.appendChild(o);
+    }
+    sel.value = keep;
+    sel.setAttribute("data-filled", "1");
+  }
+
+  function layerFor(panel) {
+    var sel = panel.querySelector(".an-layer-select");
+    var want = state.layer, def = panel.getAttribute("data-layer");
+    if (!sel) return def;
+    fillLayers(panel);
+    for (var i = 0; i < sel.options.length; i++) if (sel.options[i].value === want) return want;
+    return def;
+  }
+  function traceNow() { return state.trace || (data.values && data.values.traces[0] && data.values.traces[0].key); }
+
+  /* fill an open (or about to be shown) panel with the current trace and layer */
+  function show(panel) {
+    fillLayers(panel);
+    var trace = traceNow(), layer = layerFor(panel), line = panel.getAttribute("data-line");
+    slot(panel);
+    var sel = panel.querySelector(".an-layer-select");
+    if (sel) sel.value = layer;
+    load(trace, function () {
+      var views = (window.anValues[trace] || {})[line] || {}, view = views[layer];
+      if (!view) { slot(panel).innerHTML = '<p class="an-none">这份运行没有记录这一行 this trace did not record this line</p>'; return; }
+      slot(panel).innerHTML = view.h;
+      panel.querySelector(".an-brief").textContent = view.b;
+      panel.setAttribute("data-shown", trace + "/" + layer);
+    });
+  }
+  function refresh() {
+    var all = panels();
+    for (var i = 0; i < all.length; i++) if (all[i].open || all[i].hasAttribute("data-shown")) show(all[i]);
+    var ts = document.querySelectorAll(".an-page-trace select");
+    for (var j = 0; j < ts.length; j++) ts[j].value = traceNow();
+  }
+
+  function setUrl(panel) {
+    var layer = layerFor(panel), trace = traceNow();
+    var hash = "#L" + panel.getAttribute("data-line") + "&layer=" + layer + (trace ? "&trace=" + trace : "");
+    history.replaceState(null, "", hash);
   }
 
   function onChange(event) {
     var el = event.target;
     if (!el.classList) return;
-    if (el.classList.contains("an-trace-select")) state.trace = el.value;
+    if (el.classList.contains("an-trace-select")) { state.trace = el.value; remember(el.value); }
     else if (el.classList.contains("an-layer-select")) state.layer = el.value;
     else return;
-    var all = panels();
-    for (var i = 0; i < all.length; i++) show(all[i]);
+    refresh();
+    var panel = el.closest("details.an-values");
+    if (panel) setUrl(panel);
   }
 
-  function toggle(panel) {
-    panel.open = !panel.open;
-    if (panel.open) panel.scrollIntoView({ block: "nearest" });
+  function syncExpanded(panel) {
+    panel.querySelector("summary").setAttribute("aria-expanded", panel.open ? "true" : "false");
+    var row = document.getElementById("L" + panel.getAttribute("data-line"));
+    if (row) row.setAttribute("data-open", panel.open ? "true" : "false");
+    if (panel.open) show(panel);
+  }
+
+  /* ---------- citations ---------- */
+  function symbolAt(line) {
+    var best = null, syms = data.symbols || [];
+    for (var i = 0; i < syms.length; i++)
+      if (syms[i].start <= line && line <= syms[i].end && (!best || syms[i].start >= best.start)) best = syms[i];
+    return best ? best.name : "";
+  }
+  function permalink(a, b) {
+    var up = data.upstream, ra = document.getElementById("L" + a), rb = document.getElementById("L" + b);
+    if (!up || !ra || !rb || ra.classList.contains("an-local") || rb.classList.contains("an-local")) return null;
+    // data-upstream is there only where the upstream line number differs from the local one
+    var ua = ra.getAttribute("data-upstream") || String(a), ub = rb.getAttribute("data-upstream") || String(b);
+    return up.repo.replace(/\/$/, "") + "/blob/" + up.commit + "/" + data.path + "#L" + ua + (ub !== ua ? "-L" + ub : "");
+  }
+  function codeOf(a, b) {
+    var out = [];
+    for (var n = a; n <= b; n++) {
+      var c = document.querySelector("#L" + n + " .an-code");
+      if (c) out.push(c.textContent.replace(/\u270e/g, "").replace(/\s+$/, ""));
+    }
+    return out.join("\n");
+  }
+  function citeLines(a, b) {
+    var link = permalink(a, b), sym = symbolAt(a);
+    return [data.cite || "第 20 课 · lesson 20",
+            "位置 where: " + data.path + ":" + a + (b > a ? "-" + b : "") + (sym ? " · " + sym : ""),
+            "上游 upstream: " + (link || "本地独有，无上游链接 local-only: no upstream permalink"),
+            "代码 code:\n" + codeOf(a, b)];
+  }
+  function citation(button) {
+    var kind = button.getAttribute("data-cite"), parts;
+    if (kind === "note") {
+      var card = button.closest(".an-note"), a = +card.getAttribute("data-start"), b = +card.getAttribute("data-end");
+      var up = card.querySelector("a.an-upstream"), math = card.querySelector(".an-math");
+      parts = [data.cite, "位置 where: " + data.path + ":" + a + (b > a ? "-" + b : "") + " · " + card.getAttribute("data-symbol"),
+               "上游 upstream: " + (up ? up.href : "本地独有，无上游链接 local-only: no upstream permalink")];
+      var tex = math && math.querySelector(".katex[aria-label]");
+      if (tex) parts.push("公式 formula (TeX): " + tex.getAttribute("aria-label"));
+    } else if (kind === "range") {
+      parts = citeLines(+button.getAttribute("data-start"), +button.getAttribute("data-end"));
+    } else {
+      var panel = button.closest("details.an-values"), line = +panel.getAttribute("data-line");
+      parts = citeLines(line, line);
+      if (kind === "var") parts.push(button.closest(".an-var").getAttribute("data-cite-text"));
+      else parts.push("层 layer: " + layerFor(panel) + " · 运行 trace: " + ((traceInfo(traceNow()) || {}).label || traceNow()));
+    }
+    parts.push("我的推导 My derivation：");
+    return parts.join("\n");
+  }
+  function copyText(text, button) {
+    var done = function () {
+      var old = button.getAttribute("data-label") || button.textContent;
+      button.setAttribute("data-label", old);
+      button.textContent = "已复制 Copied";
+      setTimeout(function () { button.textContent = old; }, 1500);
+    };
+    var fallback = function () {
+      var t = document.createElement("textarea");
+      t.value = text; t.setAttribute("readonly", ""); t.style.position = "fixed"; t.style.opacity = "0";
+      document.body.appendChild(t); t.select();
+      try { document.execCommand("copy"); } catch (e) { /* nothing more to try */ }
+      document.body.removeChild(t); button.focus(); done();
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(text).then(done, fallback);
+    else fallback();
+  }
+
+  /* Ctrl-C on a selection with rendered math: the formulas' TeX, not KaTeX's three copies of it */
+  function onCopy(event) {
+    var sel = window.getSelection();
+    if (!sel || !sel.rangeCount || !event.clipboardData) return;
+    var range = sel.getRangeAt(0).cloneRange();
+    var outer = function (node) { var el = node.nodeType === 1 ? node : node.parentElement; return el && el.closest(".katex"); };
+    var ks = outer(range.startContainer), ke = outer(range.endContainer);
+    if (ks) range.setStartBefore(ks);
+    if (ke) range.setEndAfter(ke);
+    var frag = range.cloneContents(), maths = frag.querySelectorAll(".katex");
+    if (!maths.length) return;
+    for (var i = 0; i < maths.length; i++) {
+      var ann = maths[i].querySelector("annotation");
+      var tex = maths[i].getAttribute("aria-label") || (ann ? ann.textContent : maths[i].textContent);
+      var display = maths[i].parentElement && maths[i].parentElement.classList.contains("katex-display");
+      maths[i].replaceWith(document.createTextNode(display ? "$$" + tex + "$$" : "$" + tex + "$"));
+    }
+    var box = document.createElement("div");
+    box.appendChild(frag);
+    event.clipboardData.setData("text/plain", box.textContent.trim());
+    event.preventDefault();
+  }
+
+  /* the bar of the highlighted line(s): copy their citation (every line has one this way) */
+  function lineBar(event) {
+    var bar = document.getElementById("an-linebar");
+    if (!document.querySelector(".an-source")) return;
+    if (!bar) {
+      bar = document.createElement("div");
+      bar.id = "an-linebar"; bar.className = "an-linebar"; bar.setAttribute("role", "region");
+      bar.setAttribute("aria-label", "选中的行 selected lines");
+      bar.innerHTML = '<span class="an-linebar-where"></span> <button type="button" class="an-cite" data-cite="range">' +
+        '复制引用 Copy citation</button> <button type="button" class="an-linebar-close" aria-label="关闭 close">×</button>';
+      document.body.appendChild(bar);
+    }
+    var d = event.detail, btn = bar.querySelector(".an-cite");
+    btn.setAttribute("data-start", d.start); btn.setAttribute("data-end", d.end);
+    bar.querySelector(".an-linebar-where").textContent = "L" + d.start + (d.end > d.start ? "–" + d.end : "");
+    bar.hidden = false;
+  }
+
+  function onClick(event) {
+    var t = event.target;
+    var btn = t.closest && t.closest("button.an-cite");
+    if (btn) { event.preventDefault(); copyText(citation(btn), btn); return; }
+    if (t.closest && t.closest(".an-linebar-close")) { document.getElementById("an-linebar").hidden = true; return; }
+    var row = t.closest && t.closest(".an-row.an-traced");
+    if (!row || t.closest("a")) return;
+    if (String(window.getSelection ? window.getSelection() : "")) return;   // selecting code, not opening
+    var panel = document.getElementById(row.getAttribute("data-panel"));
+    if (panel) { panel.open = !panel.open; if (panel.open) { panel.scrollIntoView({ block: "nearest" }); setUrl(panel); } }
+  }
+
+  function onKey(event) {
+    if (event.key !== "Escape") return;
+    var inside = document.activeElement && document.activeElement.closest && document.activeElement.closest("details.an-values[open]");
+    var open = inside || document.querySelector("details.an-values[open]");
+    if (!open) return;
+    open.open = false;
+    open.querySelector("summary").focus();
+  }
+
+  function onGoto(event) {
+    var form = event.target;
+    if (!form.classList || !form.classList.contains("an-goto")) return;
+    event.preventDefault();
+    var n = parseInt(form.elements.line.value, 10), row = document.getElementById("L" + n);
+    if (!row) return;
+    window.location.hash = "#L" + n;
+    var next = row.parentElement.closest(".an-seg");
+    var panel = next && next.nextElementSibling && next.nextElementSibling.matches("details.an-values") ? next.nextElementSibling : null;
+    var target = panel && +panel.getAttribute("data-line") <= n ? panel.querySelector("summary") : row.querySelector(".an-ln");
+    target.focus({ preventScroll: true });
+  }
+
+  function fromUrl() {
+    var p = params();
+    if (p.trace && traceInfo(p.trace)) state.trace = p.trace;
+    if (p.layer) state.layer = p.layer;
+    if (!p.line || (!p.layer && !p.trace)) { refresh(); return; }
+    var panel = document.getElementById("values-L" + p.line);
+    if (!panel) {   // a line inside a statement: the panel of the statement that holds it
+      var all = panels(), row = document.getElementById("L" + p.line);
+      for (var i = 0; i < all.length && row; i++)   // the first panel after the line
+        if (all[i].compareDocumentPosition(row) & Node.DOCUMENT_POSITION_PRECEDING) { panel = all[i]; break; }
+    }
+    refresh();
+    if (panel) { panel.open = true; show(panel); }
   }
 
   function wire() {
+    data = pageData();
+    if (data.values && data.values.traces.length) {
+      var saved = remembered();
+      if (saved && traceInfo(saved)) state.trace = saved;
+    }
     var all = panels();
     for (var i = 0; i < all.length; i++) {
-      var panel = all[i];
-      var row = document.getElementById("L" + panel.getAttribute("data-line"));
+      var panel = all[i], row = document.getElementById("L" + panel.getAttribute("data-line"));
+      panel.addEventListener("toggle", (function (p) { return function () { syncExpanded(p); }; })(panel));
       if (!row) continue;
       row.classList.add("an-traced");
-      row.setAttribute("tabindex", "0");
-      row.setAttribute("aria-controls", panel.id);
-      row.setAttribute("title", "查看运行值 show the values this line produced (Enter)");
-      (function (row, panel) {
-        var sync = function () { row.setAttribute("aria-expanded", panel.open ? "true" : "false"); };
-        sync();
-        panel.addEventListener("toggle", sync);
-        row.addEventListener("click", function (event) {
-          if (event.target.closest("a")) return;
-          if (String(window.getSelection ? window.getSelection() : "")) return;   // selecting code, not opening
-          toggle(panel);
-        });
-        row.addEventListener("keydown", function (event) {
-          if (event.key === "Enter" || event.key === " ") { event.preventDefault(); toggle(panel); }
-        });
-      })(row, panel);
+      row.setAttribute("data-panel", panel.id);
+      row.setAttribute("title", "查看运行值 show the values this line produced");
     }
     document.addEventListener("change", onChange);
+    document.addEventListener("click", onClick);
+    document.addEventListener("keydown", onKey);
+    document.addEventListener("submit", onGoto);
+    document.addEventListener("copy", onCopy);
+    document.addEventListener("an-lines", lineBar);
+    window.addEventListener("hashchange", fromUrl);
+    fromUrl();
+    var m = /^#L(\d+)(?:-L(\d+))?/.exec(window.location.hash);   // the first highlight ran before we listened
+    if (m) lineBar({ detail: { start: +m[1], end: +(m[2] || m[1]) } });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire);

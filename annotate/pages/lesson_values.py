@@ -1,0 +1,81 @@
+"""Recorded values cited in hand-written pages: ``{{value file › symbol › statement › var › layer}}``.
+
+A lesson sentence such as "after the second norm of layer 2, ‖residual‖ = …, and it is x₁⁽²⁾" takes
+its number from the default trace at build time, not from the author's keyboard. The placeholder
+names the statement the way notes do (symbol + statement text, never a line number), the variable
+and the layer (``none`` outside the layers); it becomes the tensor's norm, the math variable it was
+identified as, and a link that opens that line's values panel at that layer::
+
+    {{value qwen3.py › Qwen3DecoderLayer.forward › hidden_states, residual = self.post_attention_layernorm(hidden_states, residual) › residual › 2}}
+    -> ‖residual‖₂ = 285.6，≡ x₁⁽²⁾（<a href="…/qwen3.py.html#L156&layer=2">qwen3.py:156 · 第 2 层</a>）
+
+Without a trace the placeholder says how to record one; a placeholder that names no statement,
+variable or layer is one :class:`UserError` line naming the page and line.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from annotate.errors import UserError
+from annotate.notes import Sources
+from annotate.pages.trace_set import TraceSet
+from annotate.pages.tracefmt import esc, num, sup_label, value_url
+from annotate.source import AnchorError
+from annotate.vendoring.sync import vendored_files
+
+PLACEHOLDER = re.compile(r"\{\{value\s+(?P<body>.*?)\}\}")
+SEP = " › "
+
+
+def _file(root: Path, name: str, where: str) -> str:
+    """The vendored path a short name (`qwen3.py`) or full path stands for."""
+    found = [p for p in vendored_files(root) if p == name or p.endswith("/" + name)]
+    if len(found) != 1:
+        raise UserError(f"{where}: {{{{value …}}}} names file {name!r}, which matches {len(found)} vendored files; "
+                        "write its path, e.g. nanovllm/models/qwen3.py")
+    return found[0]
+
+
+def render(body: str, page: str, root: Path, traces: TraceSet | None, where: str, sources: Sources) -> str:
+    """The text and link for one placeholder body (see the module docstring)."""
+    parts = [p.strip() for p in body.split(SEP)]
+    if len(parts) != 5:
+        raise UserError(f"{where}: {{{{value {body}}}}} needs five parts separated by ' › ': "
+                        "file › symbol › statement › variable › layer")
+    name, symbol, statement, var, layer_text = parts
+    path = _file(root, name, where)
+    source = sources.get(path)
+    try:
+        line = source.find(symbol, statement)[0] if source else 0
+    except (AnchorError, KeyError) as exc:
+        raise UserError(f"{where}: {{{{value …}}}}: {exc}; fix the statement text") from None
+    layer = None if layer_text == "none" else int(layer_text) if layer_text.isdigit() else -1
+    if layer == -1:
+        raise UserError(f"{where}: {{{{value …}}}}: layer {layer_text!r} is not a number or `none`")
+    view = next((v for v in (traces.for_file(path) if traces else [])), None)
+    if view is None:
+        return ("（运行值需要先记录轨迹 — record a trace first: <code>make site</code>）")
+    recs = view.trace.at(path, line, layer=layer)
+    rec_var = next((r.var(var) for r in recs if r.var(var) is not None), None)
+    if rec_var is None:
+        raise UserError(f"{where}: {{{{value …}}}}: traces/{view.key} recorded no {var!r} at {path}:{line} "
+                        f"in layer {layer_text}; name a variable the line holds")
+    ident = f"，≡ {esc(sup_label(rec_var.label))}" if rec_var.identity.get("status") == "match" else ""
+    href = value_url(page, path, line, layer, view.key)
+    layer_words = "层外 outside the layers" if layer is None else f"第 {layer} 层 layer {layer}"
+    return (f'<span class="an-cited-value">‖<code>{esc(var)}</code>‖₂ = {num(rec_var.norm)}{ident}'
+            f'（<a href="{esc(href)}" title="打开这一行在这一层的运行值 open this line\'s values at this layer">'
+            f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_words}</a>）</span>')
+
+
+def expand(markdown: str, page: str, root: Path, traces: TraceSet | None) -> str:
+    """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link."""
+    if "{{value" not in markdown:
+        return markdown
+    sources = Sources(root)
+    lines = markdown.split("\n")
+    for i, text in enumerate(lines):
+        where = f"docs/{page}:{i + 1}"
+        lines[i] = PLACEHOLDER.sub(lambda m: render(m.group("body"), page, root, traces, where, sources), text)
+    return "\n".join(lines)
