@@ -141,11 +141,6 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def notes_path_for(path: str) -> str:
-    """``nanovllm/layers/layernorm.py`` -> ``notes/nanovllm/layers/layernorm.py.yml``."""
-    return f"{NOTES_DIR}/{path}{SUFFIX}"
-
-
 def vendored_path_for(notes_file: Path, root: Path) -> str:
     """The vendored path a notes file annotates (its path under notes/ without ``.yml``)."""
     rel = notes_file.relative_to(root / NOTES_DIR).as_posix()
