@@ -84,10 +84,7 @@ class CheckEntry:
     def line(self) -> str:
         """One report line: holder, anchor, state."""
         r = self.resolution
-        what = r.anchor.symbol or "<module>"
-        if r.anchor.statement is not None:
-            what += f" › {normalise(r.anchor.statement)}" + (f" (nth={r.anchor.nth})" if r.anchor.nth else "")
-        return f"{r.anchor.origin}: {r.anchor.path} › {what}: {r.describe()}"
+        return f"{r.anchor.origin}: {r.anchor.path} › {r.anchor.target(quoted=False)}: {r.describe()}"
 
 
 @dataclass(frozen=True)
