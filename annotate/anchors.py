@@ -26,12 +26,23 @@ class Anchor:
     line: int | None = None  # last known line: a hint for the report, never used to resolve
     origin: str = ""  # who holds the anchor, for messages: "notes/…/layernorm.py.yml: note 3"
 
-    @property
-    def label(self) -> str:
+    def target(self, quoted: bool = True) -> str:
+        """`RMSNorm.forward › 'return x' (nth=1)`: the symbol and statement this anchor names."""
         what = self.symbol or "<module>"
         if self.statement is not None:
-            what += f" › {normalise(self.statement)!r}" + (f" (nth={self.nth})" if self.nth else "")
-        return f"{self.path}: {what}"
+            text = normalise(self.statement)
+            what += f" › {text!r}" if quoted else f" › {text}"
+            what += f" (nth={self.nth})" if self.nth else ""
+        return what
+
+    @property
+    def label(self) -> str:
+        return f"{self.path}: {self.target()}"
+
+
+def nearest_text(candidates: tuple[tuple[int, str], ...]) -> str:
+    """`L36: return x; L38: …`: the nearest statements of a changed anchor, for a report line."""
+    return "; ".join(f"L{line}: {text}" for line, text in candidates) or "none"
 
 
 @dataclass(frozen=True)
@@ -54,8 +65,7 @@ class Resolution:
         if self.state == MOVED:
             return f"moved {a.line} → {self.span[0]}" if self.span else "moved"
         if self.state == CHANGED:
-            near = "; ".join(f"L{line}: {text}" for line, text in self.candidates) or "none"
-            return f"changed: statement not found in {a.symbol}; nearest: {near}"
+            return f"changed: statement not found in {a.symbol}; nearest: {nearest_text(self.candidates)}"
         return f"vanished: symbol {a.symbol!r} is gone from {a.path}"
 
 

@@ -84,10 +84,7 @@ class CheckEntry:
     def line(self) -> str:
         """One report line: holder, anchor, state."""
         r = self.resolution
-        what = r.anchor.symbol or "<module>"
-        if r.anchor.statement is not None:
-            what += f" › {normalise(r.anchor.statement)}" + (f" (nth={r.anchor.nth})" if r.anchor.nth else "")
-        return f"{r.anchor.origin}: {r.anchor.path} › {what}: {r.describe()}"
+        return f"{r.anchor.origin}: {r.anchor.path} › {r.anchor.target(quoted=False)}: {r.describe()}"
 
 
 @dataclass(frozen=True)
@@ -139,11 +136,6 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
 
 
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def notes_path_for(path: str) -> str:
-    """``nanovllm/layers/layernorm.py`` -> ``notes/nanovllm/layers/layernorm.py.yml``."""
-    return f"{NOTES_DIR}/{path}{SUFFIX}"
 
 
 def vendored_path_for(notes_file: Path, root: Path) -> str:

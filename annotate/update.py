@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from annotate import source as pysource
-from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, resolve
+from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, nearest_text, resolve
 from annotate.atomic import stage_file
 from annotate.errors import UserError
 from annotate.notes import all_anchors
@@ -91,8 +91,8 @@ class AnchorReport:
         elif self.state == MOVED:
             text = f"line {_span(self.old_span)} → {_span(self.new_span)}"
         elif self.state == CHANGED:
-            near = "; ".join(f"L{line}: {text}" for line, text in self.candidates) or "none"
-            text = f"statement not found in {self.anchor.symbol or 'module level'}; nearest: {near}"
+            text = (f"statement not found in {self.anchor.symbol or 'module level'}; "
+                    f"nearest: {nearest_text(self.candidates)}")
         else:
             text = f"symbol {self.anchor.symbol!r} is gone" if self.anchor.symbol else "file is gone"
         if self.was not in (EXACT, MOVED, "unknown"):

@@ -3,7 +3,7 @@
 tests/test_bad_input.py runs each row (in-process, on a scratch copy of the project) and asserts:
 exit code != 0, exactly one ``annotate: error:`` line containing ``says``, no traceback, and the
 project tree unchanged. docs/refuses.md is generated from the same rows (its golden test keeps it
-current: ``ANNOTATE_UPDATE_GOLDEN=1 pytest tests/test_bad_input.py`` rewrites it).
+current: ``UPDATE_GOLDEN=1 pytest tests/test_bad_input.py`` rewrites it).
 """
 from __future__ import annotations
 

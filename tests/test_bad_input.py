@@ -16,6 +16,7 @@ import pytest
 
 from annotate.cli import main
 from bad_inputs import HELD, ROWS, Row
+from goldens import compare_golden
 from site_fixtures import copy_project
 
 pytest_plugins = ["site_fixtures"]
@@ -87,7 +88,7 @@ def render_page() -> str:
     """docs/refuses.md from the rows: one table per group, Chinese first."""
     lines = ["# annotate 拒绝什么 · What annotate refuses", "",
              "<!-- generated from tests/bad_inputs.py by tests/test_bad_input.py; "
-             "regenerate with ANNOTATE_UPDATE_GOLDEN=1 -->", "",
+             "regenerate with UPDATE_GOLDEN=1 -->", "",
              "每一行是一个坏输入：annotate 以非零状态退出，只打印一行错误（指明文件/条目与修复方法），"
              "不打印回溯，也不改动任何文件。测试逐行验证这一点。",
              "Each row is a bad input: annotate exits non-zero with one error line (the file or entry, what was "
@@ -110,6 +111,4 @@ def render_page() -> str:
 
 def test_refuses_page_lists_every_row() -> None:
     text = render_page()
-    if os.environ.get("ANNOTATE_UPDATE_GOLDEN"):
-        PAGE.write_text(text, encoding="utf-8")
-    assert PAGE.read_text(encoding="utf-8") == text, "docs/refuses.md is stale: rerun with ANNOTATE_UPDATE_GOLDEN=1"
+    compare_golden(PAGE, text, redacted=False)

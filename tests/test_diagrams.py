@@ -7,7 +7,6 @@ session's real tiny trace (so the trace-based diagram and counterexamples 3–4 
 from __future__ import annotations
 
 import math
-import os
 import re
 import shutil
 from pathlib import Path
@@ -19,6 +18,7 @@ from annotate.lesson import diagrams as data
 from annotate.lesson.model import Claim
 from annotate.lesson.table import Table, load
 from annotate.pages import diagrams as pages
+from goldens import compare_golden
 
 pytest_plugins = ["site_fixtures"]
 
@@ -215,11 +215,7 @@ def test_html_escapes_what_it_shows():
 def test_html_golden(all_, key):
     """The generated HTML (numbers and labels only: no vendored code) against tests/golden/."""
     text = pages.diagram_html(all_[key]) + "\n"
-    golden = GOLDEN / f"diagram-{key}.html"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.write_text(text, encoding="utf-8")
-    assert golden.is_file(), f"{golden} missing: run UPDATE_GOLDEN=1 pytest {__file__}"
-    assert text == golden.read_text(encoding="utf-8"), f"diagram {key} differs from {golden}"
+    compare_golden(f"diagram-{key}.html", text)
 
 
 def test_annotate_check_lists_a_diagram_that_cannot_be_drawn(project: Path):

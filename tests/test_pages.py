@@ -1,14 +1,13 @@
 """Source pages: per-line highlighting, note placement, permalinks, banner, extras hook, goldens."""
 from __future__ import annotations
 
-import hashlib
 import html
-import os
 import re
 from pathlib import Path
 
 
 from annotate.pages.generate import generate
+from goldens import compare_golden
 from annotate.pages.highlight import highlight_lines
 from annotate.pages.prose import render_prose, split_math
 
@@ -29,25 +28,6 @@ def stub_math(tex: str, display: bool) -> str:
 
 def page(path: str, extras=(), root: Path = REPO) -> str:
     return generate(root, stub_math, lambda tex: None, extras, only=[path]).pages[f"source/{path}.md"]
-
-
-_CODE_ROW = re.compile(r'(<code class="an-code">)(.*?)(</code>)', re.S)
-
-
-def redact_rows(text: str) -> str:
-    """Each source row's highlighted code replaced by a fingerprint of it (sha256 of the markup): the
-    golden still catches any change of highlighting or text, but holds no vendored code."""
-    return _CODE_ROW.sub(lambda m: f"{m[1]}‹vendored line {hashlib.sha256(m[2].encode()).hexdigest()[:12]}›{m[3]}", text)
-
-
-def compare_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/<name> (code rows redacted); UPDATE_GOLDEN=1 rewrites it (review, commit)."""
-    golden, text = GOLDEN / name, redact_rows(text)
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.parent.mkdir(exist_ok=True)
-        golden.write_text(text, encoding="utf-8")
-    assert golden.is_file(), f"{golden} missing: run UPDATE_GOLDEN=1 pytest {__file__}"
-    assert text == golden.read_text(encoding="utf-8"), f"{name} differs from its golden file"
 
 
 def rows(text: str) -> list[str]:

@@ -15,6 +15,7 @@ import pytest
 from annotate.pages.trace_set import load_traces
 from annotate.trace import placement
 from annotate.trace.store import VERSION, load_trace
+from annotate.vendoring.linemap import match_lines
 from annotate.vendoring.lock import VENDOR_DIR, line_hashes
 from conftest import ROOT, _need_vendor
 from values_fixtures import MINI
@@ -68,8 +69,8 @@ def other_pin_trace(dest: Path, device: str = "cuda") -> Path:
 
 def test_line_map_follows_inserted_and_changed_lines() -> None:
     then, now = ["a", "b", "x", "y", "z"], ["x", "Y", "z"]
-    assert placement.line_map(then, now) == {3: 1, 5: 3}
-    assert placement.line_map(now, now) == {1: 1, 2: 2, 3: 3}
+    assert match_lines(then, now) == {3: 1, 5: 3}
+    assert match_lines(now, now) == {1: 1, 2: 2, 3: 3}
 
 
 def test_a_trace_from_another_pin_is_placed_on_todays_lines(tmp_path: Path) -> None:

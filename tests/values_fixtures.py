@@ -8,10 +8,7 @@ the tiny trace the trace tests' session fixture records (one real compiled run, 
 from __future__ import annotations
 
 import functools
-import html
 import json
-import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,6 +17,7 @@ import pytest
 
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.trace.store import Trace, find_traces, load_trace
+from goldens import compare_golden, redact  # noqa: F401  (re-exported for the values tests)
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden"
@@ -57,31 +55,10 @@ def mini(name: str = "bf16") -> Trace:
     return load_trace(mini_dir(name))
 
 
-def redact(text: str) -> str:
-    """Output with vendored code left out, so goldens hold none: highlighted blocks and whole vendored lines."""
-    text = re.sub(r'<div class="highlight"><pre><code>.*?</code></pre></div>',
-                  '<div class="highlight">‹vendored or generated code›</div>', text, flags=re.S)
-    codes = {" ".join(line.split()) for path in VENDOR.rglob("*.py")
-             for line in path.read_text(encoding="utf-8").splitlines()}
-    for code in sorted((c for c in codes if len(c) >= 12), key=len, reverse=True):   # longest first
-        text = text.replace(code, "‹vendored line›").replace(html.escape(code, quote=False), "‹vendored line›")
-    return text
-
-
 def mini_set(*names: str) -> TraceSet:
     """A TraceSet of mini traces keyed `cpu` (bf16) and `cpu-float32` (f32), nothing stale."""
     keys = {"bf16": "cpu", "f32": "cpu-float32"}
     return TraceSet([TraceView(keys[n], mini(n)) for n in names or ("bf16",)])
-
-
-def compare_golden(name: str, text: str) -> None:
-    """Compare with tests/golden/<name> (vendored code redacted); UPDATE_GOLDEN=1 rewrites it (review, commit)."""
-    golden, text = GOLDEN / name, redact(text)
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text, encoding="utf-8")
-    assert golden.is_file(), f"{golden} missing: run UPDATE_GOLDEN=1 pytest"
-    assert text == golden.read_text(encoding="utf-8"), f"{golden} differs: run UPDATE_GOLDEN=1 pytest and review"
 
 
 def href(file: str, line: int, layer: int | None = None) -> str:

@@ -14,19 +14,15 @@ Everything that reaches the page is escaped.
 """
 from __future__ import annotations
 
-import html
 import json
 import re
 from pathlib import Path
 
 from annotate.claims import ClaimError
 from annotate.lesson.diagrams import Block, Cell, Counterexample, Diagram, all_diagrams, n
+from annotate.pages.tracefmt import esc
 
 _MARKER = re.compile(r"<p>\{\{diagram ([a-z0-9_]+)\}\}</p>")
-
-
-def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def cell_html(diagram: str, cell: Cell) -> str:

@@ -20,6 +20,7 @@ from annotate.errors import UserError
 from annotate.progress import Progress
 from annotate.trace import assemble, internals, kernels, provenance, runtime, store
 from annotate.trace.recorder import Recorder
+from annotate.vendoring.sources import sha256_file
 from annotate.trace.reference import TOLERANCE, Identifier, run_reference
 
 DEFAULT_PRESET = "qwen3-0.6b"
@@ -81,7 +82,7 @@ def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
     o = req.options
     model_cfg = None
     if o.model is not None and (o.model / "config.json").is_file():
-        model_cfg = provenance.sha256_file(o.model / "config.json")
+        model_cfg = sha256_file(o.model / "config.json")
     return {"preset": o.preset if o.model is None else None, "model": str(o.model) if o.model else None,
             "model_config_sha256": model_cfg, "layers": effective_layers(o), "tokens": o.tokens, "prompt": o.prompt,
             "dtype": o.dtype, "device": o.device, "seed": o.seed, "full_tensors": req.full_tensors,

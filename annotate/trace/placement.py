@@ -4,8 +4,8 @@ A trace holds no source text (it is data we may commit; the code is upstream's).
 statement by file and line, and carries the per-line hashes of every vendored file as it was when
 the trace was recorded (`vendor.line_hashes`, format version 2). When the vendored file is the
 same today, every record stays where it was. When it changed (another pin, a local edit), the two
-hash lists are diffed as the vendoring line maps are (annotate/vendoring/linemap.py: difflib over
-per-line sha256 prefixes): a record whose lines all have a counterpart moves to today's lines; one
+hash lists are diffed by the vendoring line maps' own `match_lines` (difflib over per-line sha256
+prefixes): a record whose lines all have a counterpart moves to today's lines; one
 whose line is gone is kept as "recorded at <pin>, line N" and shown on no line.
 
 Version-1 traces carry no line hashes: their records keep the recorded lines, and a file whose
@@ -13,24 +13,12 @@ bytes changed is withheld by the site as before (annotate/pages/trace_set.py).
 """
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from annotate.vendoring.linemap import match_lines
 from annotate.vendoring.lock import VENDOR_DIR, line_hashes, sha256_bytes
-
-
-def line_map(then: Sequence[str], now: Sequence[str]) -> dict[int, int]:
-    """1-based line then → line now, for lines whose hash has an unchanged counterpart."""
-    if list(then) == list(now):
-        return {n: n for n in range(1, len(now) + 1)}
-    matcher = difflib.SequenceMatcher(None, list(then), list(now), autojunk=False)
-    out: dict[int, int] = {}
-    for a, b, size in matcher.get_matching_blocks():
-        for k in range(size):
-            out[a + k + 1] = b + k + 1
-    return out
 
 
 def statement_text(lines: Sequence[str], start: int, end: int) -> str:
@@ -113,7 +101,7 @@ def plan(vendor: dict, files: Iterable[str], root: Path | None, then_hashes: dic
         now = line_hashes(data)
         lines = data.decode("utf-8", errors="replace").splitlines()
         if name in recorded_lines:
-            mapping = line_map(recorded_lines[name], now)
+            mapping = match_lines(recorded_lines[name], now)
             out[name] = FilePlacement(name, lines, mapping)
         else:   # v1: lines kept as recorded; a changed file is the trace view's to withhold (`verified` False)
             same = then_hashes.get(name) == sha256_bytes(data)

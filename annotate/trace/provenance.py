@@ -14,10 +14,6 @@ from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, line_hashes, read_loc
 from annotate.vendoring.sync import local_hashes
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def vendor_line_hashes(root: Path) -> dict[str, list[str]]:
     """Per vendored Python file, the hash of every line (the lock's scheme): how a trace, which holds
     no source text, finds its statements again on later bytes (annotate/trace/placement.py)."""

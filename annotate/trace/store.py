@@ -155,13 +155,6 @@ class Trace:
         recs = self._index.get((file, line), [])
         return recs if layer == "any" else [r for r in recs if r.layer == layer]
 
-    def by_layer(self, file: str, line: int) -> dict[int | None, list[LineRecord]]:
-        """Records of one line grouped by layer (for the panel's layer selector)."""
-        out: dict[int | None, list[LineRecord]] = {}
-        for r in self.at(file, line):
-            out.setdefault(r.layer, []).append(r)
-        return out
-
     def layers(self) -> list[int]:
         """Decoder layers present in the run."""
         return list(range(int(self.meta["model"]["layers"])))

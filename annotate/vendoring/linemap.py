@@ -37,16 +37,25 @@ class LineMap:
         return ranges(n for n in range(1, self.local_lines + 1) if n not in self.local_to_upstream)
 
 
+def match_lines(before: Sequence[str], after: Sequence[str]) -> dict[int, int]:
+    """1-based line of `before` -> line of `after`, for the lines whose hash has an unchanged
+    counterpart (difflib's longest matching blocks over the two lists of per-line hashes)."""
+    if list(before) == list(after):
+        return {n: n for n in range(1, len(after) + 1)}
+    matcher = difflib.SequenceMatcher(None, list(before), list(after), autojunk=False)
+    mapping: dict[int, int] = {}
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            mapping[a + k + 1] = b + k + 1
+    return mapping
+
+
 def build(path: str, local: bytes, upstream: Upstream) -> LineMap:
     """Map ``local`` (the vendored file's bytes) onto the upstream facts for ``path``."""
     mine = line_hashes(local)
     facts = upstream.files.get(path)
     theirs: Sequence[str] = facts.line_hashes if facts else ()
-    matcher = difflib.SequenceMatcher(None, mine, list(theirs), autojunk=False)
-    mapping: dict[int, int] = {}
-    for a, b, size in matcher.get_matching_blocks():
-        for k in range(size):
-            mapping[a + k + 1] = b + k + 1
+    mapping = match_lines(mine, theirs)
     return LineMap(path=path, local_to_upstream=mapping, local_lines=len(mine),
                    upstream_lines=len(theirs), identical=facts is not None and blob_id(local) == facts.blob)
 
