@@ -1,6 +1,7 @@
 """The numerics page (annotate.pages.numerics_page): every number from a trace; float32 hazard; golden."""
 from __future__ import annotations
 
+import html
 import re
 
 from annotate.pages import numerics_page
@@ -40,3 +41,11 @@ def test_elementwise_from_saved_tensors(tensor_trace) -> None:
         assert 0 <= differ <= numel and ulps <= 2
     page = numerics_page.render(TraceSet([TraceView("cpu", mini()), TraceView("tiny", tensor_trace)]), href)
     assert re.search(r"<td>\d+ / \d+</td>", page)
+
+
+def test_in_place_table_links_open_the_panel_at_the_calls_layer_and_trace() -> None:
+    page = numerics_page.render(mini_set("bf16", "f32"), href)
+    table = page[page.index("### `residual` 逐行"):]
+    links = [html.unescape(u) for u in re.findall(r'<a href="([^"]+)">L\d+</a>', table.split("</table>")[0])]
+    layer = next(r.layer for r in mini("f32").records if r.function == numerics_page.ADD_RMS and r.kind == "line")
+    assert links and all(link.endswith(f"&layer={layer}&trace=cpu-float32") for link in links), links

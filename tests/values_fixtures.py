@@ -61,8 +61,10 @@ def mini_set(*names: str) -> TraceSet:
     return TraceSet([TraceView(keys[n], mini(n)) for n in names or ("bf16",)])
 
 
-def href(file: str, line: int, layer: int | None = None) -> str:
-    return f"../source/{file}.html#L{line}" + ("" if layer is None else f"&layer={layer}")
+def href(file: str, line: int, layer: int | None = None, trace: str | None = None) -> str:
+    """A link as the trace pages make it (annotate.pages.tracefmt.value_url when a layer is given)."""
+    return (f"../source/{file}.html#L{line}" + ("" if layer is None else f"&layer={layer}")
+            + ("" if trace is None else f"&trace={trace}"))
 
 
 @pytest.fixture(scope="session")

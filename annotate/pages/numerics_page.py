@@ -26,7 +26,7 @@ ADD_RMS = "RMSNorm.add_rms_forward"
 LAYER_KEYS = (("attn", "Attn 增量 increment"), ("x", "x⁽ℓ⁾ residual"), ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"),
               ("x1", "x₁⁽ℓ⁾ residual"), ("rmsnorm2", "RMSNorm₂(x₁⁽ℓ⁾)"))
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}   # explicit bits of each format: eps = 2^-bits
-Href = Callable[[str, int], str]
+Href = Callable[..., str]   # (file, line, *, layer=…, trace=…) -> a link; with layer it opens the values panel
 
 
 @dataclass
@@ -214,7 +214,7 @@ def _section_f32(view: TraceView, bf: TraceView | None, href: Href) -> str:
            "and the in-place normalisation of `x` also overwrites `residual`. The trace clones every value after "
            f"each line, so it sees this happen.\n\n**Trace:** {esc(t.provenance())}\n",
            f"### 别名 Aliasing found by the trace\n\n<ul>{items or '<li>none</li>'}</ul>\n",
-           _inplace_table(t, href)]
+           _inplace_table(view, href)]
     fv, bv = t.summary.get("final_vs_hf") or {}, (bf.trace.summary.get("final_vs_hf") or {}) if bf else {}
     out.append("### 后果 What breaks\n\n"
                f"<ul>{lost or '<li>none</li>'}</ul>\n\n"
@@ -225,8 +225,10 @@ def _section_f32(view: TraceView, bf: TraceView | None, href: Href) -> str:
     return "\n".join(out)
 
 
-def _inplace_table(t: Trace, href: Href) -> str:
-    """`residual`'s norm after each line of one add_rms_forward call: it changes on lines that only touch x."""
+def _inplace_table(view: TraceView, href: Href) -> str:
+    """`residual`'s norm after each line of one add_rms_forward call: it changes on lines that only touch x.
+    Each line links to its values panel at that call's layer, in this trace."""
+    t = view.trace
     info = t.function(ADD_RMS)
     recs = [r for r in t.records if r.function == ADD_RMS and r.kind == "line"]
     if not info or not recs:
@@ -234,7 +236,8 @@ def _inplace_table(t: Trace, href: Href) -> str:
     first = (recs[0].module, recs[0].call)
     call = [r for r in recs if (r.module, r.call) == first and r.var("residual")]
     rows = "".join(
-        f'<tr><td><a href="{esc(href(r.file, r.line))}">L{r.line}</a></td><td><code>{esc(r.text)}</code></td>'
+        f'<tr><td><a href="{esc(href(r.file, r.line, layer=r.layer, trace=view.key))}">L{r.line}</a></td>'
+        f'<td><code>{esc(r.text)}</code></td>'
         f"<td>{num(r.var('residual').norm)}</td><td>{esc(', '.join(r.var('residual').same_memory) or '—')}</td>"
         f"<td>{esc(sup_label(r.var('residual').label))}</td></tr>" for r in call)
     return ("### `residual` 逐行 — `residual` line by line\n\n"

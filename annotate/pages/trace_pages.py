@@ -28,7 +28,10 @@ class TracePages:
 
 
 def _href(uri: str):
-    return lambda file, line: page_url(uri, file, line)
+    """Links from the trace page `uri` to a line; with `layer` (and `trace`) they open its values panel there."""
+    def href(file: str, line: int, **panel: object) -> str:
+        return value_url(uri, file, line, **panel) if panel else page_url(uri, file, line)  # type: ignore[arg-type]
+    return href
 
 
 def trace_pages(root: Path, traces: TraceSet) -> TracePages:
