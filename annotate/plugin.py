@@ -12,6 +12,8 @@ references) and :mod:`annotate.render.katex` (server-side math). Hooks:
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink).
 - ``on_page_content``: render arithmatex's ``$…$`` / ``$$…$$`` spans with KaTeX at build time, and
   draw the element-level diagrams (``{{diagram NAME}}`` lines, see :mod:`annotate.pages.diagrams`).
+- ``on_post_template`` / ``on_post_build``: 404.html with relative links, no source maps
+  (:mod:`annotate.render.offline`).
 - ``on_serve``: also watch ``vendor/``, ``notes/`` and ``traces/``.
 """
 from __future__ import annotations
@@ -47,6 +49,7 @@ from annotate.pages.trace_set import TraceSet, load_traces
 from annotate.render.assets import site_assets
 from annotate.trace.validate import non_finite
 from annotate.render.katex import Katex, MathError, shared
+from annotate.render import offline
 
 log = logging.getLogger("mkdocs.plugins.annotate")
 #: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
@@ -184,6 +187,15 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             return diagrams.expand(html_text, self.root, strict=self.strict)
         except UserError as exc:
             raise PluginError(str(exc)) from None
+
+    def on_post_template(self, output_content: str, template_name: str, config: MkDocsConfig) -> str:
+        """404.html: relative links, so it is styled when opened from disk too (annotate.render.offline)."""
+        return offline.relative_root_links(output_content) if template_name == "404.html" else output_content
+
+    def on_post_build(self, config: MkDocsConfig) -> None:
+        """Drop Material's source maps: developer-tool files, about 1.3 MB (annotate.render.offline)."""
+        removed = offline.drop_source_maps(Path(config["site_dir"]))
+        log.debug("dropped %d bytes of source maps", removed)
 
     def on_serve(self, server, config: MkDocsConfig, builder):  # noqa: ANN001 - livereload types
         for name in WATCHED:
