@@ -114,9 +114,10 @@ class ValuesPanel:
             if notice:
                 parts.append(f'<div class="an-stale"><b>记录于另一版本 Recorded at another pin</b> {esc(notice)}</div>')
         for v in stale:
-            parts.append(f'<div class="an-stale"><b>过期 Stale</b> traces/{esc(v.key)} ({esc(v.label)}) was made from '
-                         f'other bytes of this file; its values are not shown here, since they could sit on the wrong '
-                         f'lines — rerun <code>annotate trace --out traces/{esc(v.key)} --force</code></div>')
+            parts.append(f'<div class="an-stale"><b>过期 Stale</b> traces/{esc(v.key)}（{esc(v.label)}）录制时本文件的字节与现在不同，'
+                         f'它的值可能落在错误的行上，所以这里不显示；重新录制：<code>annotate trace --out traces/{esc(v.key)} --force</code>'
+                         f' — it was made from other bytes of this file; its values are not shown here, since they '
+                         f'could sit on the wrong lines: rerun the command above.</div>')
         template = self.panel_template(path) if views else ""
         return f'<div class="an-values-banner">{"".join(parts)}</div>{template}' if parts else ""
 
