@@ -5,6 +5,8 @@ from annotate.pages import kernels_page
 from annotate.pages.kernels_page import body_source, traffic
 from values_fixtures import REPO, compare_golden, href, mini, mini_set
 
+pytest_plugins = ["site_fixtures"]
+
 
 def test_bytes_come_from_the_recorded_shapes() -> None:
     trace = mini()
@@ -91,3 +93,16 @@ def test_body_spans_multi_line_decorators_and_a_def_on_line_one(tmp_path) -> Non
     text, a, b = body_source(tmp_path, _OneFunction(f), "A.f")
     assert (a, b) == (7, 12) and text.splitlines()[0].strip() == "@torch.compile(" and text.endswith("return y")
     assert body_source(tmp_path, _OneFunction(dict(f, name="A.gone")), "A.gone") is None
+
+
+def test_search_index_leaves_out_the_bodies_and_kernels(built_site) -> None:
+    """The kernels page is searchable by its prose, not by the code it shows (Python bodies are on the
+    source pages already; generated kernels are long and never what a reader looks for)."""
+    import json
+
+    docs = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    page = [d for d in docs if d["location"].startswith("trace/kernels.html")]
+    assert page, "the kernels page is in the index"
+    text = " ".join(d["text"] for d in page)
+    assert "async_compile" not in text and "def add_rms_forward" not in text and "#include" not in text
+    assert "cpp_fused" not in text and "extern" not in text

@@ -134,7 +134,12 @@ def section(root: Path, views: list[TraceView], function: str, href: Callable[[s
     parts.append(_traffic_table(views, function))
     left = _code(src[0], PythonLexer(), src[1]) if src else ""
     right = "".join(_kernels(v, function, opened=i == 0) for i, v in enumerate(views))
-    parts.append(f'<div class="an-kernel-grid"><div><b>Python 函数体 body</b>{left}</div><div>{right}</div></div>')
+    # kept out of the search index: the body is on its source page already, and generated kernels are
+    # long and never what a reader searches for. Material's search skips a data-search-exclude element
+    # only until the first closing tag of the same name, so the marker sits on a <figure>, which
+    # nothing inside repeats
+    parts.append(f'<figure class="an-kernel-code" data-search-exclude><div class="an-kernel-grid"><div>'
+                 f'<b>Python 函数体 body</b>{left}</div><div>{right}</div></div></figure>')
     for v in views:
         bw = v.trace.bandwidth() if function == "RMSNorm.add_rms_forward" else None
         if bw:
