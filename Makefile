@@ -29,10 +29,11 @@ $(STAMP): pyproject.toml
 vendor: install
 	$(BIN)/annotate vendor sync
 
-## trace: the default bf16 trace (traces/cpu) the panels show, a float32 one (the aliasing hazard on the
+## trace: the default bf16 trace (traces/cpu) the panels show, with its tensors (35 MB, git-ignored: the
+## diagrams page draws one recorded token at H = 1024 from them), a float32 one (the aliasing hazard on the
 ## numerics page) and a tiny bf16 one with full tensors (element-wise numerics); each re-runs only when stale
 trace: install vendor
-	$(BIN)/annotate trace --out $(TRACE) --if-stale
+	$(BIN)/annotate trace --out $(TRACE) --full-tensors --if-stale
 	$(BIN)/annotate trace --dtype float32 --if-stale
 	$(BIN)/annotate trace --preset tiny --if-stale
 
