@@ -6,14 +6,19 @@ STAMP  := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 TRACE  ?= traces/cpu
 
-.PHONY: site test install vendor trace build serve browser bench clean gpu-wheels
+.PHONY: site test install vendor trace build serve browser bench clean gpu-wheels lint
 
 ## site: install, materialise the vendor copy, trace on CPU, build the site into site/
 site: install vendor trace build
 
-## test: install, materialise the vendor copy, make sure Chromium is there, run the test suite
-test: install vendor browser
+## test: install, materialise the vendor copy, make sure Chromium is there, lint and type-check, run the test suite
+test: install vendor browser lint
 	$(BIN)/python -m pytest
+
+## lint: ruff and mypy, configured in pyproject.toml
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 ## install: the Python package (.venv) and the build-time JS tools (KaTeX, from package-lock.json)
 install: $(STAMP) $(NPM_STAMP)

@@ -55,7 +55,10 @@ class At:
         return At(self.file, f"{self.path}[{i}]", self.fix)
 
     def fail(self, expected: str, got: Any = _MISSING) -> NoReturn:
-        what = ("missing" if expected == "a value" else f"missing; expected {expected}") if got is _MISSING else f"expected {expected}, got {describe(got)}"
+        if got is _MISSING:
+            what = "missing" if expected == "a value" else f"missing; expected {expected}"
+        else:
+            what = f"expected {expected}, got {describe(got)}"
         raise UserError(f"{self.file}: {self.path}: {what}" + (f"; {self.fix}" if self.fix else ""))
 
 

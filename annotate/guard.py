@@ -25,7 +25,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 from annotate.errors import UserError
 
@@ -104,14 +104,15 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
     path = lock_path(root, target)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+b")  # noqa: SIM115 - held for the whole run
+    path_handle = open(path, "a+b")   # held for the whole run: the kernel drops the lock when the process dies
+    handle: BinaryIO | None = path_handle
     try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(path_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
-            handle.close()
+            path_handle.close()
             handle = None
             raise UserError(f"{flag} {target}: another annotate run is writing it; wait for it to finish") from None
         sweep(target)
@@ -137,7 +138,7 @@ def sweep(target: Path) -> list[str]:
     swap (``.<name>.old-*``) is put back when ``target`` is missing (the swap died between its two
     renames), else removed. Call it only while holding :func:`output_lock`.
     """
-    parent, done = target.parent, []
+    parent, done = target.parent, list[str]()
     if not parent.is_dir():
         return done
     olds = []

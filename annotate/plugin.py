@@ -197,7 +197,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         removed = offline.drop_source_maps(Path(config["site_dir"]))
         log.debug("dropped %d bytes of source maps", removed)
 
-    def on_serve(self, server, config: MkDocsConfig, builder):  # noqa: ANN001 - livereload types
+    def on_serve(self, server, config: MkDocsConfig, builder):
         for name in WATCHED:
             if (self.root / name).is_dir():
                 server.watch(str(self.root / name))

@@ -191,7 +191,9 @@ class _Walker:
     def visit(self, node: Node, scope: list[str], in_class: bool) -> None:
         kind = node.type
         if kind == "decorated_definition":
-            self.visit_definition(node.child_by_field_name("definition"), node, scope, in_class)
+            definition = node.child_by_field_name("definition")
+            if definition is not None:
+                self.visit_definition(definition, node, scope, in_class)
         elif kind in _DEFINITIONS:
             self.visit_definition(node, node, scope, in_class)
         elif kind in _COMPOUND:
@@ -203,7 +205,10 @@ class _Walker:
             self.add_statement(node, node.end_byte, scope)
 
     def visit_definition(self, node: Node, outer: Node, scope: list[str], in_class: bool) -> None:
-        name = self.text(node.child_by_field_name("name"))
+        name_node = node.child_by_field_name("name")
+        if name_node is None:   # (tree-sitter's grammar always names a def or class)
+            return
+        name = self.text(name_node)
         qualname = ".".join([*scope, name])
         decorators = [c for c in outer.named_children if c.type == "decorator"]
         is_class = node.type == "class_definition"

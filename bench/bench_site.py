@@ -52,7 +52,7 @@ def build_times(runs: int) -> list[float]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs):
-            out.append(timed(lambda: build_site(ROOT, Path(tmp) / f"site{i}", strict=True)))
+            out.append(timed(lambda i=i: build_site(ROOT, Path(tmp) / f"site{i}", strict=True)))
     return out
 
 

@@ -97,7 +97,7 @@ def another_run(flag_target: str) -> Callable[[Path, Path], None]:
 
         path = lock_path(project, Path(flag_target.format(p=project, t=scratch)))
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(path, "a+b")  # noqa: SIM115 - closed by the test
+        handle = open(path, "a+b")
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         HELD.append(handle)
     return run

@@ -193,7 +193,8 @@ def test_keyboard_links_follow_one_tab_stop_per_panel_and_escape(reader: Visit) 
     assert lns and set(lns) == {"-1"}                                        # no tab stop per line number
     # every tab stop of the code is a panel toggle or a link of a note: none per line
     stops = reader.page.eval_on_selector_all(".an-source :is(a[href], summary, button, select, input, [tabindex])",
-                                             "es => es.filter(e => e.tabIndex >= 0 && e.checkVisibility() && !e.closest('.an-note')).length")
+                                             "es => es.filter(e => e.tabIndex >= 0 && e.checkVisibility()"
+                                             " && !e.closest('.an-note')).length")
     assert stops == reader.page.locator(".an-source details.an-values").count() + reader.page.locator(".an-source a.an-mark").count()
     # Tab from the skip control reaches L156's panel; how many presses it takes is printed for the record
     reader.page.focus(".an-goto input")

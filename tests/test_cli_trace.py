@@ -32,7 +32,7 @@ def _bad(tmp_path: Path, *argv: str) -> str:
     out = tmp_path / "out"
     rc, stdout, stderr = run_cli("trace", "--out", str(out), *argv)
     assert rc == 2 and stdout == ""
-    lines = [l for l in stderr.splitlines() if l.startswith("annotate: error:")]
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("annotate: error:")]
     assert len(lines) == 1, stderr
     assert not out.exists()  # no partial output
     return lines[0]

@@ -12,7 +12,8 @@ AT = codec.At("traces/cpu/trace.json", fix="regenerate it")
 
 
 def test_paths_and_values_in_messages() -> None:
-    with pytest.raises(UserError, match=r'^traces/cpu/trace\.json: \$\.records\[12\]\.line: expected an integer, got "151"; regenerate it$'):
+    expected = r'^traces/cpu/trace\.json: \$\.records\[12\]\.line: expected an integer, got "151"; regenerate it$'
+    with pytest.raises(UserError, match=expected):
         codec.integer("151", AT.key("records").index(12).key("line"))
     with pytest.raises(UserError, match=r'\$\["odd key"\]: expected a list, got null'):
         codec.array(None, AT.key("odd key"))

@@ -164,7 +164,7 @@ def test_ctrl_c_swallowed_during_compile_still_exits_130(tiny_trace, tmp_path: P
     real = runtime.run_prefill
     calls = []
 
-    def swallowed(rt):  # noqa: ANN001, ANN202 - the compile step, where Inductor once swallowed Ctrl-C
+    def swallowed(rt):
         if not calls:
             with contextlib.suppress(KeyboardInterrupt):
                 os.kill(os.getpid(), signal.SIGINT)

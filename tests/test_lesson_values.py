@@ -35,7 +35,7 @@ def test_without_a_trace_the_page_says_how_to_get_one() -> None:
 
 @pytest.mark.parametrize("body, says", [
     ("qwen3.py › Qwen3DecoderLayer.forward › residual › 2", "five parts"),
-    (f"qwen3.py › Qwen3DecoderLayer.forward › x = nothing_here() › residual › 2", "not found"),
+    ("qwen3.py › Qwen3DecoderLayer.forward › x = nothing_here() › residual › 2", "not found"),
     (f"qwen3.py › Qwen3DecoderLayer.forward › {L156} › nonexistent › 2", "recorded no 'nonexistent'"),
     (f"qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › two", "not a number"),
     (f"nope.py › Qwen3DecoderLayer.forward › {L156} › residual › 2", "matches 0 vendored files"),

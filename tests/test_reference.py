@@ -10,7 +10,7 @@ QWEN3 = "nanovllm/models/qwen3.py"
 
 
 def _ref(values: dict[tuple[str, int], torch.Tensor]) -> PeerRun:
-    return PeerRun([MathValue(k, l, t) for (k, l), t in values.items()], "eager", "test")
+    return PeerRun([MathValue(k, n, t) for (k, n), t in values.items()], "eager", "test")
 
 
 def test_identification_is_by_comparison() -> None:

@@ -92,7 +92,8 @@ def test_vendor_facts_with_and_without_lock(tmp_path: Path) -> None:
     f.write_text("a = 1\n")
     facts = provenance.vendor_facts(tmp_path)
     assert facts["lock"] is None and facts["files"] == {"nanovllm/x.py": sha256_file(f)}
-    lock = Lock(Upstream("https://example.org/r", "c" * 40, "", "", {}), Source("wheel", "w", "1", "a" * 64, files={"nanovllm/x.py": "0" * 64}))
+    lock = Lock(Upstream("https://example.org/r", "c" * 40, "", "", {}),
+                Source("wheel", "w", "1", "a" * 64, files={"nanovllm/x.py": "0" * 64}))
     write_lock(tmp_path / LOCK_NAME, lock)
     facts = provenance.vendor_facts(tmp_path)
     assert facts["upstream"]["commit"] == "c" * 40 and facts["mismatched"] == ["nanovllm/x.py"]

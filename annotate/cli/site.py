@@ -103,7 +103,7 @@ def is_previous_site(folder: Path) -> bool:
                                            and (folder / "index.html").is_file())
 
 
-def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config) -> None:  # noqa: ANN001
+def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config) -> None:
     """MkDocs into a hidden staging folder beside ``target`` (git-ignored, swept next time), then the swap."""
     from annotate.atomic import swap_dir
     from annotate.guard import mark

@@ -14,13 +14,13 @@ import os
 os.environ["TORCHDYNAMO_DISABLE"] = "1"  # before torch is imported: torch.compile becomes a no-op
 os.environ["TORCH_COMPILE_DISABLE"] = "1"
 
-import json  # noqa: E402
-import sys  # noqa: E402
-import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any, Callable  # noqa: E402
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable
 
-from annotate.lesson.model import Family  # noqa: E402
+from annotate.lesson.model import Family
 
 FamilyFn = Callable[[dict[str, Any]], Family]
 

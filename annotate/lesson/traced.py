@@ -183,7 +183,8 @@ def returned(fam: Family, trace: Any) -> None:
             f"(tolerance {tol}): the identity the diagram shows no longer holds")
     fam.add("x2.found_at", f"{found[0].function} L{found[0].line} `{found[1].name}` (layer {found[0].layer})"
             if found else "", "where the trace found a variable equal to x₂ of that layer")
-    fam.add("x2.found_rel", float(_matches(found[1], "x2", LAYER)["rel"]) if found else -1.0,
+    found_match = _matches(found[1], "x2", LAYER) if found else None
+    fam.add("x2.found_rel", float(found_match["rel"]) if found_match else -1.0,
             "its relative distance to x₂ as the trace measured it")
     fam.add("x2.token", tok, "token whose channels are listed")
     fam.add("x2.channels", chans, "channels of largest |x₂| of that token")

@@ -93,7 +93,8 @@ def diagram_html(diagram: Diagram) -> str:
 
 
 def broken_html(key: str, problem: str) -> str:
-    return f'<p class="an-claim-broken dg-broken" title="{esc(problem)}">⚠ 图解 {esc(key)} 无法生成 · diagram {esc(key)} cannot be drawn</p>'
+    return (f'<p class="an-claim-broken dg-broken" title="{esc(problem)}">'
+            f'⚠ 图解 {esc(key)} 无法生成 · diagram {esc(key)} cannot be drawn</p>')
 
 
 def expand(page_html: str, root: Path, *, strict: bool = True) -> str:
@@ -108,7 +109,8 @@ def expand(page_html: str, root: Path, *, strict: bool = True) -> str:
     except ClaimError as exc:
         if strict:
             raise
-        return _MARKER.sub(lambda m: broken_html(m.group(1), str(exc)), page_html)
+        problem = str(exc)
+        return _MARKER.sub(lambda m: broken_html(m.group(1), problem), page_html)
 
     def one(m: re.Match) -> str:
         key = m.group(1)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import AbstractSet, Callable
 
 from annotate.pages.tracefmt import esc, sup_label
 from annotate.trace.store import FLOW_FUNCTIONS, Trace
@@ -132,7 +132,7 @@ def _title(flow: Flow) -> str:
 
 
 def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int, int | None], str], kind: str,
-           passthrough: set[int] = frozenset()) -> list[str]:
+           passthrough: AbstractSet[int] = frozenset()) -> list[str]:
     """Arrows down each lane from y to y+GAP; labelled when the step produced that value."""
     parts = []
     for lane in (0, 1):

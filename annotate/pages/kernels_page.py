@@ -100,7 +100,7 @@ def _code(text: str, lexer, first_line: int | None = None) -> str:
 def _lexer(language: str):
     try:
         return get_lexer_by_name("python" if language == "triton" else language)
-    except Exception:  # noqa: BLE001 - an unknown language is shown as plain text
+    except Exception:
         return CppLexer() if language == "cpp" else get_lexer_by_name("text")
 
 
@@ -126,7 +126,7 @@ def section(root: Path, views: list[TraceView], function: str, href: Callable[[s
     if base is None:
         return f"## `{function}`\n\n本轨迹没有记录这个函数 — no trace recorded this function.\n"
     src = body_source(root, base.trace, function)
-    info = base.trace.function(function)
+    info = base.trace.function(function) or {}
     parts = [f"## `{function}`\n"]
     if src:
         text, a, b = src

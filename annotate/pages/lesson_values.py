@@ -6,7 +6,10 @@ names the statement the way notes do (symbol + statement text, never a line numb
 and the layer (``none`` outside the layers); it becomes the tensor's norm, the math variable it was
 identified as, and a link that opens that line's values panel at that layer::
 
-    {{value qwen3.py › Qwen3DecoderLayer.forward › hidden_states, residual = self.post_attention_layernorm(hidden_states, residual) › residual › 2}}
+    {{value qwen3.py › Qwen3DecoderLayer.forward › hidden_states, residual =
+    self.post_attention_layernorm(hidden_states, residual) › residual › 2}}
+
+(one line in a page; broken here to fit)
     -> ‖residual‖₂ = 285.6，≡ x₁⁽²⁾（<a href="…/qwen3.py.html#L156&layer=2">qwen3.py:156 · 第 2 层</a>）
 
 Without a trace the placeholder says how to record one; a placeholder that names no statement,
@@ -77,5 +80,7 @@ def expand(markdown: str, page: str, root: Path, traces: TraceSet | None) -> str
     lines = markdown.split("\n")
     for i, text in enumerate(lines):
         where = f"docs/{page}:{i + 1}"
-        lines[i] = PLACEHOLDER.sub(lambda m: render(m.group("body"), page, root, traces, where, sources), text)
+        def one(m: re.Match[str], where: str = where) -> str:
+            return render(m.group("body"), page, root, traces, where, sources)
+        lines[i] = PLACEHOLDER.sub(one, text)
     return "\n".join(lines)

@@ -112,7 +112,10 @@ def render(traces: TraceSet, href: Href) -> str:
 def _section_rounding(view: TraceView, href: Href) -> str:
     t = view.trace
     where = _lines(t)
-    link = (lambda line: f'<a href="{esc(href("nanovllm/layers/layernorm.py", line))}">layernorm.py:{line}</a>')
+
+    def link(line: int) -> str:
+        return f'<a href="{esc(href("nanovllm/layers/layernorm.py", line))}">layernorm.py:{line}</a>'
+
     intro = ("## 1. 归一化的是哪个和 — which sum is normalised\n\n"
              "两边都先把 $x$ 与残差在 fp32 里相加。nano-vllm 的 `add_rms_forward` 把这个 fp32 的和"
              f"（{link(where[0]) if where else ''}）留着去做 RMSNorm，只把它的 {esc(t.meta['dtype'])} 舍入版本存回 `residual`"
@@ -220,7 +223,7 @@ def _section_f32(view: TraceView, bf: TraceView | None, href: Href) -> str:
                f"<ul>{lost or '<li>none</li>'}</ul>\n\n"
                f"最终输出与 HF 的距离 Final hidden states vs HF: float32 max |Δ| = {num(fv.get('max_abs'))}, "
                f"‖Δ‖/‖ref‖ = {num(fv.get('rel'), 3)}"
-               + (f"; {esc(bf.dtype)} max |Δ| = {num(bv.get('max_abs'))}, ‖Δ‖/‖ref‖ = {num(bv.get('rel'), 3)}" if bv else "")
+               + (f"; {esc(bf.dtype if bf else '')} max |Δ| = {num(bv.get('max_abs'))}, ‖Δ‖/‖ref‖ = {num(bv.get('rel'), 3)}" if bv else "")
                + ". 更高的精度反而给出错误的结果 — the higher precision gives the wrong answer.\n")
     return "\n".join(out)
 
@@ -234,12 +237,12 @@ def _inplace_table(view: TraceView, href: Href) -> str:
     if not info or not recs:
         return ""
     first = (recs[0].module, recs[0].call)
-    call = [r for r in recs if (r.module, r.call) == first and r.var("residual")]
+    call = [(r, v) for r in recs if (r.module, r.call) == first and (v := r.var("residual")) is not None]
     rows = "".join(
         f'<tr><td><a href="{esc(href(r.file, r.line, layer=r.layer, trace=view.key))}">L{r.line}</a></td>'
         f'<td><code>{esc(r.text)}</code></td>'
-        f"<td>{num(r.var('residual').norm)}</td><td>{esc(', '.join(r.var('residual').same_memory) or '—')}</td>"
-        f"<td>{esc(sup_label(r.var('residual').label))}</td></tr>" for r in call)
+        f"<td>{num(v.norm)}</td><td>{esc(', '.join(v.same_memory) or '—')}</td>"
+        f"<td>{esc(sup_label(v.label))}</td></tr>" for r, v in call)
     return ("### `residual` 逐行 — `residual` line by line\n\n"
             f"<code>{esc(first[0])}</code> 的一次调用：`residual` 在只写 `x` 的行上也变了。"
             f" One call (<code>{esc(first[0])}</code>): `residual` changes on lines that only write `x`.\n\n"

@@ -152,7 +152,7 @@ def code(page: PageInput) -> str:
     html_lines = highlight_lines(page.source.text)
     cards = _cards_by_slot(page)
     marks = _marks(page.notes)
-    out, segment = [f'<div class="an-source highlight" data-path="{html.escape(path)}">'], []
+    out, segment = [f'<div class="an-source highlight" data-path="{html.escape(path)}">'], list[str]()
     for number, line_html in enumerate(html_lines, start=1):
         before = cards.get((number, "before"), [])
         if before:
@@ -188,7 +188,8 @@ def _marks(notes: Sequence[PlacedNote]) -> dict[int, tuple[int, ...]]:
 def row(page: PageInput, number: int, line_html: str, marks: tuple[int, ...] = ()) -> str:
     """One code line: its number (a link to itself), its highlighted text, markers of its notes."""
     path = page.source.path
-    upstream = page.links.line_map(path).upstream_line(number) if path in page.links.lock.upstream.files else None
+    lock = page.links.lock
+    upstream = page.links.line_map(path).upstream_line(number) if lock and path in lock.upstream.files else None
     classes = "an-row" + (" an-noted" if marks else "") + (" an-local" if upstream is None else "")
     # the upstream line, where it differs from the local one (an-local rows have none)
     attrs = (f' data-upstream="{upstream}"' if upstream != number else "") if upstream else \

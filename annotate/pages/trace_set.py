@@ -73,7 +73,8 @@ class TraceView:
 
     def gone(self) -> dict[str, list[int]]:
         """Recorded lines that no longer exist in today's vendored files (per file)."""
-        return self.trace.placement.gone() if self.placed else {}
+        placement = self.trace.placement
+        return placement.gone() if placement is not None and self.placed else {}
 
     def fresh_for(self, path: str) -> bool:
         """Whether this trace's values may be shown on the page of vendored file `path`."""
@@ -96,9 +97,10 @@ class TraceView:
     def file_notice(self, path: str) -> str | None:
         """For the page of `path`, Chinese first: this trace was recorded at another pin or on other
         bytes and placed on today's lines; which recorded lines are gone. None when nothing moved."""
-        if not self.placed or path not in self.trace.files():
+        placement = self.trace.placement
+        if placement is None or not self.placed or path not in self.trace.files():
             return None
-        fp = self.trace.placement.files.get(path)
+        fp = placement.files.get(path)
         if fp is None or not (fp.moved or fp.gone or self.pin_moved or path in self.changed):
             return None
         gone = sorted(fp.gone)

@@ -98,7 +98,8 @@ class ValuesPanel:
         parts = []
         if views:
             how = (f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read the values</a>')
-            parts.append('<div><b>运行值 Values</b> 点击带 ▸ 的行，或用 Tab 聚焦它下面的“值 values”后按 Enter，查看该行在记录运行中产生的张量'
+            parts.append('<div><b>运行值 Values</b> 点击带 ▸ 的行，或用 Tab 聚焦它下面的“值 values”后按 Enter，'
+                         '查看该行在记录运行中产生的张量'
                          '（Esc 关闭）— click a line marked ▸, or Tab to the “values” line under it and press Enter, to see '
                          f'what it produced in the recorded run (Esc closes). {how}</div>')
             if len(views) > 1:
@@ -115,7 +116,8 @@ class ValuesPanel:
                 parts.append(f'<div class="an-stale"><b>记录于另一版本 Recorded at another pin</b> {esc(notice)}</div>')
         for v in stale:
             parts.append(f'<div class="an-stale"><b>过期 Stale</b> traces/{esc(v.key)}（{esc(v.label)}）录制时本文件的字节与现在不同，'
-                         f'它的值可能落在错误的行上，所以这里不显示；重新录制：<code>annotate trace --out traces/{esc(v.key)} --force</code>'
+                         '它的值可能落在错误的行上，所以这里不显示；重新录制：'
+                         f'<code>annotate trace --out traces/{esc(v.key)} --force</code>'
                          f' — it was made from other bytes of this file; its values are not shown here, since they '
                          f'could sit on the wrong lines: rerun the command above.</div>')
         template = self.panel_template(path) if views else ""
@@ -310,11 +312,12 @@ def var_html(v: VarRecord, unchanged: str = "", rec: LineRecord | None = None, t
     m = v.matched
     status = v.identity.get("status", "no candidate")
     data = f' data-key="{esc(m["key"])}" data-layer="{m["layer"]}"' if m and status == "match" else ""
+    key = m["key"] if m else ""
     ret = [n for n in v.same_memory if n.startswith("return")]
     role = ROLE_WORDS.get(v.role, v.role) + (" · 也被返回 returned" if ret else "")
     if status == "match":
         ident = (f'<span class="an-id an-match"{data}>≡ {esc(identity_text(v.identity))}</span>'
-                 f'<span class="an-words">{esc(math_words(m["key"]))}</span>')
+                 f'<span class="an-words">{esc(math_words(key))}</span>')
     elif status == "no match" and rec is not None:
         short, why = kind_words(rec, v, trace)
         css = "an-intermediate" if short.startswith("中间量") else "an-no-match"

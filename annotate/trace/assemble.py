@@ -140,7 +140,7 @@ def functions_payload(rec: Recorder) -> list[dict[str, Any]]:
 
 
 def _span(layers: list[int | None]) -> str:
-    ls = sorted({l for l in layers if l is not None})
+    ls = sorted({n for n in layers if n is not None})
     return "layers " + ", ".join(map(str, ls)) if ls else "outside the layers"
 
 
@@ -176,7 +176,7 @@ def flags_payload(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             msg = f"{names[0]} matches no math variable of the peer after {where}"
         out.append({"kind": kind, "function": fn, "file": file, "names": list(names),
-                    "lines": sorted(set(g["lines"])), "layers": sorted({l for l in g["layers"] if l is not None}),
+                    "lines": sorted(set(g["lines"])), "layers": sorted({n for n in g["layers"] if n is not None}),
                     "records": g["records"], "message": msg})
     return out
 

@@ -121,7 +121,7 @@ def original_callable(fn: Callable[..., Any]) -> Callable[..., Any] | None:
     for attr in ORIG_CALLABLE_ATTRS:
         inner = getattr(fn, attr, None)
         if callable(inner):
-            return inner  # type: ignore[no-any-return]
+            return inner
     return None
 
 

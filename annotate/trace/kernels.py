@@ -71,11 +71,12 @@ class _Handler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.msg if isinstance(record.msg, str) else ""
-        if msg.startswith("torchdynamo start compiling") and record.args:
-            name, filename, line = record.args[0], record.args[1], record.args[2]
-            self.capture.current = (str(filename), int(line), str(name))
-        elif msg.startswith("Output code:") and record.args:
-            self.capture.add(str(record.args[0]))
+        args = record.args if isinstance(record.args, tuple) else ()
+        if msg.startswith("torchdynamo start compiling") and len(args) >= 3:
+            name, filename, line = args[0], args[1], args[2]
+            self.capture.current = (str(filename), int(str(line)), str(name))
+        elif msg.startswith("Output code:") and args:
+            self.capture.add(str(args[0]))
         elif record.levelno >= logging.WARNING:  # keep Dynamo's own warnings visible
             dynamo_logger().handle(record)
 

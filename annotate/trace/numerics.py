@@ -111,4 +111,4 @@ def storage_key(t: torch.Tensor) -> tuple[torch.device, int]:
 
     Computed from the view's pointer and offset rather than `untyped_storage()`, which builds a
     Python object per call (this runs for every local after every recorded line)."""
-    return (t.device, t.data_ptr() - t.storage_offset() * t.element_size())
+    return (t.device, int(t.data_ptr() - t.storage_offset() * t.element_size()))

@@ -154,7 +154,7 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
         records, tensors = assemble.records_payload(rec, Identifier(ref), save)
         math = assemble.math_payload(ref, records, save, tensors)
         checks = assemble.checks_payload(rec)
-    payload = {
+    payload: dict[str, Any] = {
         "meta": _meta(opts, rt, rec, ref, key, compiled, while_recording, bool(torch.equal(plain, traced)),
                       save, progress.timings),
         "vendor": facts,

@@ -197,7 +197,9 @@ class Recorder:
         self._watch: dict[int, tuple[Statement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
         self.records: list[RawRecord] = []
         #: finished statements and entries as the forward produced them (see `_materialize`)
-        self._raw: list[tuple[_Frame, Statement | None, list[RawVar], dict[str, Any], Any, tuple[int, int, int]]] = []
+        #: per finished statement (or entry, stmt None): frame, statement, (name, copy, role), locals, return, order
+        self._raw: list[tuple[_Frame, Statement | None, list[tuple[str, torch.Tensor, str]], dict[str, Any], Any,
+                              tuple[int, int, int]]] = []
         self._checks: list[CompiledCheck] = []
         self._pending: list[tuple[str, str, int, str | None, int, list[tuple[str, torch.Tensor]], list[torch.Tensor]]] = []
         self._files: dict[str, str] = {}
@@ -484,7 +486,7 @@ class Recorder:
     def _record_entry(self, f_locals: dict[str, Any], state: _Frame) -> None:
         """Tensor arguments at entry, recorded on the `def` line."""
         take = self.copies.take
-        vars_ = []
+        vars_: list[tuple[str, torch.Tensor, str]] = []
         for p in state.info.params:
             value = f_locals.get(p)
             if isinstance(value, torch.Tensor):
@@ -499,9 +501,10 @@ class Recorder:
         This runs after every statement of the recorded forward, so it only takes the copies and
         keeps plain tuples; records are built after the forward (`_materialize`)."""
         stmt = state.current
+        assert stmt is not None, "a statement finished before one started"
         f_locals = frame.f_locals
         take = self.copies.take
-        vars_ = []
+        vars_: list[tuple[str, torch.Tensor, str]] = []
         watch = self._watch.get(id(stmt))
         if watch is None or watch[0] is not stmt:   # per statement, once: this runs after every one
             watch = self._watch[id(stmt)] = (stmt, _watch_list(stmt))

@@ -154,7 +154,7 @@ def run_reference(checkpoint: Path, layers: int, dtype: torch.dtype, device: tor
         for h in handles:
             h.remove()
     order = list(MATH_VARS)
-    values = [MathValue(k, l, t[0] if t.dim() == 3 else t) for (k, l), t in
+    values = [MathValue(k, n, t[0] if t.dim() == 3 else t) for (k, n), t in
               sorted(store.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0])))]
     return PeerRun(values, attn_implementation, transformers.__version__)
 

@@ -51,7 +51,7 @@ def per_layer(payload: dict[str, Any]) -> list[str]:
     if not best:
         return []
     out = ["nano-vllm vs HF per layer (closest recorded tensor; max|Δ|, ulps of the largest value):"]
-    for layer in sorted({l for _, l in best}):
+    for layer in sorted({n for _, n in best}):
         cells = [f"{name} {best[(k, layer)]['max_abs']:.3g} ({best[(k, layer)]['scale_ulps']:.1f} ulp)"
                  for k, name in (("x1", "x₁"), ("rmsnorm2", "RMSNorm₂(x₁)")) if (k, layer) in best]
         out.append(f"  layer {layer}: " + ", ".join(cells))

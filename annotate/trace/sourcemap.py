@@ -20,7 +20,7 @@ import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import CodeType
-from typing import Callable
+from typing import Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def _mutated(expr: ast.AST) -> list[str]:
     return []
 
 
-def _targets(stmt: ast.stmt) -> list[str]:
+def _targets(stmt: ast.stmt | ast.ExceptHandler) -> list[str]:
     """Names a statement binds (or mutates in place, for a bare `x.op_(…)` call)."""
     if isinstance(stmt, ast.Expr):
         return _mutated(stmt.value)
@@ -86,7 +86,7 @@ def _targets(stmt: ast.stmt) -> list[str]:
     return []
 
 
-def _method(stmt: ast.stmt) -> tuple[str, str] | None:
+def _method(stmt: ast.stmt | ast.ExceptHandler) -> tuple[str, str] | None:
     """(receiver, name) when the statement's only call is `name.method(…)` with no `out=` and no
     unpacked arguments (their contents would be unknown)."""
     header = [stmt.test] if isinstance(stmt, (ast.If, ast.While)) else \
@@ -106,7 +106,8 @@ def _method(stmt: ast.stmt) -> tuple[str, str] | None:
 _BODIES = ("body", "orelse", "finalbody", "handlers")
 
 
-def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str, ...], out: dict[int, Statement]) -> None:
+def _walk(body: Sequence[ast.stmt | ast.ExceptHandler], offset: int, lines: list[str], loops: tuple[str, ...],
+          out: dict[int, Statement]) -> None:
     """Fill `out` with every line of every statement in `body` (recursing into compound ones)."""
     for stmt in body:
         children = [c for name in _BODIES for c in getattr(stmt, name, []) or []]
@@ -114,8 +115,8 @@ def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str,
         if isinstance(stmt, ast.ExceptHandler):
             inner = stmt.body
         first_child = min((c.lineno for c in inner), default=None)
-        end = (first_child - 1) if first_child else stmt.end_lineno
-        text = " ".join(l.strip() for l in lines[stmt.lineno - 1:end])
+        end = (first_child - 1) if first_child else (stmt.end_lineno or stmt.lineno)
+        text = " ".join(ln.strip() for ln in lines[stmt.lineno - 1:end])
         info = Statement(stmt.lineno + offset, end + offset, tuple(_targets(stmt)),
                          isinstance(stmt, ast.Return), loops, text, method=_method(stmt))
         for line in range(stmt.lineno, end + 1):
@@ -123,7 +124,8 @@ def _walk(body: list[ast.stmt], offset: int, lines: list[str], loops: tuple[str,
         if inner:
             more = tuple(_names(stmt.target)) if isinstance(stmt, (ast.For, ast.AsyncFor)) else ()
             for name in _BODIES:
-                sub = [c for c in getattr(stmt, name, []) or [] if isinstance(c, (ast.stmt, ast.ExceptHandler))]
+                sub: list[ast.stmt | ast.ExceptHandler] = [
+                    c for c in getattr(stmt, name, []) or [] if isinstance(c, (ast.stmt, ast.ExceptHandler))]
                 _walk(sub, offset, lines, loops + more, out)
 
 
@@ -176,7 +178,7 @@ def code_info(func: Callable, qualname: str, vendor_root: Path) -> CodeInfo:
     fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     offset = first - 1
     statements: dict[int, Statement] = {}
-    _walk(fdef.body, offset, [l.rstrip("\n") for l in textwrap.dedent("".join(src_lines)).splitlines()], (), statements)
+    _walk(fdef.body, offset, [ln.rstrip("\n") for ln in textwrap.dedent("".join(src_lines)).splitlines()], (), statements)
     code = func.__code__
     path = Path(code.co_filename).resolve()
     try:

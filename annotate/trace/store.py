@@ -237,9 +237,11 @@ def read_payload(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
     payload = codec.read_json(jpath, fix="regenerate it with `annotate trace --force`")
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise UserError(f"{jpath}: not an annotate trace (format is {payload.get('format') if isinstance(payload, dict) else None!r}); regenerate it with `annotate trace --force`")
+        got = payload.get("format") if isinstance(payload, dict) else None
+        raise UserError(f"{jpath}: not an annotate trace (format is {got!r}); regenerate it with `annotate trace --force`")
     if payload.get("version") not in READABLE:
-        raise UserError(f"{jpath}: trace format version {payload.get('version')!r}, this annotate reads version {VERSION}; regenerate it with `annotate trace --force`")
+        raise UserError(f"{jpath}: trace format version {payload.get('version')!r}, this annotate reads version "
+                        f"{VERSION}; regenerate it with `annotate trace --force`")
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
     if missing:
         raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); regenerate it with `annotate trace --force`")

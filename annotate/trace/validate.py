@@ -21,11 +21,11 @@ FIX = "regenerate it with `annotate trace --force`"
 _str, _int, _num = codec.string, codec.integer, codec.number
 
 
-def _opt(decode):  # noqa: ANN001, ANN202 - a codec combinator: null or the decoded value
+def _opt(decode):
     return lambda v, at: None if v is None else decode(v, at)
 
 
-def _item(**spec: Any):  # noqa: ANN202 - an object with these keys, each decoded by its decoder
+def _item(**spec: Any):
     def run(value: Any, at: codec.At) -> dict[str, Any]:
         data = codec.obj(value, at)
         for key, decode in spec.items():

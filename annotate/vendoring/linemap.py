@@ -28,9 +28,10 @@ class LineMap:
     def upstream_span(self, start: int, end: int) -> tuple[int, int] | None:
         """The upstream span for local lines start..end, or None if any of them is local-only."""
         mapped = [self.local_to_upstream.get(n) for n in range(start, end + 1)]
-        if any(m is None for m in mapped):
+        found = [m for m in mapped if m is not None]
+        if len(found) < len(mapped):
             return None
-        return (min(mapped), max(mapped))  # type: ignore[type-var]
+        return (min(found), max(found))
 
     def local_only(self) -> list[tuple[int, int]]:
         """Ranges of local lines with no upstream counterpart, e.g. [(204, 217)]."""

@@ -5,6 +5,7 @@ committed. See README.md, "The vendor lock", for the format.
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import re
@@ -47,7 +48,7 @@ class UpstreamFile:
     line_hashes: tuple[str, ...]
 
     @classmethod
-    def of(cls, data: bytes) -> UpstreamFile:
+    def of(cls, data: builtins.bytes) -> UpstreamFile:
         return cls(blob=blob_id(data), bytes=len(data), line_hashes=tuple(line_hashes(data)))
 
     def to_json(self) -> dict[str, Any]:
@@ -140,7 +141,7 @@ def safe_relative(value: Any, at: codec.At) -> str:
     return name
 
 
-def _paths_of(decode):  # noqa: ANN001, ANN202 - a codec combinator
+def _paths_of(decode):
     def run(value: Any, at: codec.At) -> dict:
         out = {}
         for key, item in codec.obj(value, at).items():

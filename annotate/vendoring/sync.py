@@ -57,13 +57,16 @@ def _walk(vendor: Path) -> list[tuple[str, bool]]:
     return sorted(found)
 
 
-def verify_vendored(root: Path, lock: Lock) -> None:
+def verify_vendored(root: Path, lock: Lock | None) -> None:
     """What a strict build publishes must be exactly what the lock vouches for: same files, same sha256.
 
     One line naming the first file that is a link, extra, missing or changed, with the fix.
     """
     vendor = root / VENDOR_DIR
     fix = "run `annotate vendor sync` to restore the vendored copy the lock pins"
+    if lock is None:
+        raise UserError(f"{LOCK_NAME}: missing; nothing vouches for {VENDOR_DIR} (restore it from git, "
+                        f"or pin a source with `annotate vendor update`)")
     if not vendor.is_dir():
         raise UserError(f"{VENDOR_DIR}: the vendored copy is missing; {fix}")
     recorded = lock.source.files
