@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.errors import UserError
-from annotate.markdown_scan import prose_lines, replace_outside_code
+from annotate.markdown_scan import DOCS_DIR, prose_lines, replace_outside_code
 
-DOCS_DIR = "docs"
 _PLACEHOLDER = re.compile(r"\{\{=(?P<body>.*?)\}\}")
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?P<index>(?:\[\d+\])*)$")
 _INDEX = re.compile(r"\[(\d+)\]")
@@ -54,7 +53,7 @@ class Placeholder:
 
 # ---------------------------------------------------------------- finding placeholders
 
-def parse(raw: str, body: str, page: str, line: int) -> Placeholder:
+def parse_claim(raw: str, body: str, page: str, line: int) -> Placeholder:
     """The placeholder for ``{{=body}}``, or a ClaimError saying how to write it."""
     text, _, spec = body.strip().partition(":")
     m = _NAME.match(text.strip())
@@ -65,9 +64,9 @@ def parse(raw: str, body: str, page: str, line: int) -> Placeholder:
     return Placeholder(raw, page, line, m.group("name"), index, spec.strip())
 
 
-def find(markdown: str, page: str) -> list[Placeholder]:
+def find_claims(markdown: str, page: str) -> list[Placeholder]:
     """Every placeholder on a page (ClaimError on the first malformed one)."""
-    return [parse(m.group(0), m.group("body"), page, number)
+    return [parse_claim(m.group(0), m.group("body"), page, number)
             for number, text in prose_lines(markdown) for m in _PLACEHOLDER.finditer(text)]
 
 
@@ -132,12 +131,12 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True) -> str:
     """
     if "{{=" not in markdown:
         return markdown
-    found = find(markdown, page)
+    found = find_claims(markdown, page)
     if not found:
         return markdown
-    from annotate.lesson.table import load
+    from annotate.lesson.table import load_table
 
-    table = load(root)
+    table = load_table(root)
     lines = markdown.split("\n")
     for ph in found:
         try:
@@ -153,14 +152,14 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True) -> str:
 def problems(markdown: str, page: str, root: Path) -> list[str]:
     """Every problem on a page, one line each (empty when all claims hold)."""
     try:
-        found = find(markdown, page)
+        found = find_claims(markdown, page)
     except ClaimError as exc:
         return [str(exc)]
     if not found:
         return []
-    from annotate.lesson.table import load
+    from annotate.lesson.table import load_table
 
-    table, out = load(root), []
+    table, out = load_table(root), []
     for ph in found:
         try:
             _value(ph, table)
@@ -169,7 +168,7 @@ def problems(markdown: str, page: str, root: Path) -> list[str]:
     return out
 
 
-def scan_docs(root: Path) -> list[str]:
+def scan_claims(root: Path) -> list[str]:
     """Problems of every hand-written page under ``docs/`` (for `annotate check`)."""
     docs = root / DOCS_DIR
     out: list[str] = []
@@ -183,7 +182,7 @@ def scan_docs(root: Path) -> list[str]:
 
 def known(root: Path) -> dict[str, str]:
     """Claim name -> its description (what it is and where it comes from)."""
-    from annotate.lesson.table import load
+    from annotate.lesson.table import load_table
 
-    return {name: claim.what for name, claim in sorted(load(root).claims.items())}
+    return {name: claim.what for name, claim in sorted(load_table(root).claims.items())}
 

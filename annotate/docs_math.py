@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
 
 
-def formulas(page_html: str) -> Iterator[tuple[str, bool]]:
+def page_formulas(page_html: str) -> Iterator[tuple[str, bool]]:
     """(LaTeX, display) of every arithmatex span in a page's HTML."""
     for m in ARITHMATEX.finditer(page_html):
         yield html.unescape(m.group(2)), m.group(1) == "div"
@@ -36,7 +36,7 @@ def check_docs(root: Path, math_check: Callable[[str], str | None], config_name:
     for page in sorted(docs.rglob("*.md")):
         rel = page.relative_to(root).as_posix()
         md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"])
-        for tex, _display in formulas(md.convert(read_text(page, rel))):
+        for tex, _display in page_formulas(md.convert(read_text(page, rel))):
             if problem := math_check(tex):
                 problems.append(f"{rel}: math ${tex}$: {problem}; fix the LaTeX")
     return problems

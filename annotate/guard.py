@@ -8,7 +8,7 @@ A command that replaces a folder (``build --site-dir``, ``trace --out``, ``vendo
   inside or around one,
 - never a folder holding git-tracked files,
 - never a non-empty folder that does not carry this tool's mark of a previous output
-  (:data:`MARKER`, or the output's own recognisable file such as a trace's ``trace.json``).
+  (:data:`OUTPUT_MARKER`, or the output's own recognisable file such as a trace's ``trace.json``).
 
 It also owns the lock that keeps two runs off one output (:func:`output_lock`) and the sweep that
 cleans what a killed run left beside an output (:func:`sweep`): staging folders are removed and a
@@ -30,7 +30,7 @@ from typing import BinaryIO, Callable, Iterator
 from annotate.errors import UserError
 
 #: the file every folder written by `annotate build` carries: "this folder is a previous output"
-MARKER = ".annotate-output"
+OUTPUT_MARKER = ".annotate-output"
 #: the project's own inputs: no output may be one of them, inside one or around one
 INPUTS = ("docs", "notes", "vendor", "traces", ".git")
 LOCKS_DIR = ".cache/locks"
@@ -48,7 +48,7 @@ def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str,
     """Raise one UserError line when replacing ``target`` could lose anything; else return.
 
     ``flag`` names the option in messages (``--site-dir``); ``ours(folder)`` says whether a
-    non-empty folder is a previous output of this command (default: it carries :data:`MARKER`).
+    non-empty folder is a previous output of this command (default: it carries :data:`OUTPUT_MARKER`).
     ``home`` is the input folder this kind of output lives in (``traces`` for a trace): an output
     may sit inside it but never be it or hold it. ``tracked_ok`` lets a previous output that git
     tracks be replaced (a committed trace: git keeps the old copy).
@@ -67,13 +67,13 @@ def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str,
         raise UserError(f"{flag} {target}: is a file, not a folder; choose a folder (nothing was changed)")
     if not target.is_dir():
         return
-    is_ours = ours or (lambda folder: (folder / MARKER).is_file())
+    is_ours = ours or (lambda folder: (folder / OUTPUT_MARKER).is_file())
     tracked = tracked_files(target)
     if tracked and not (tracked_ok and is_ours(target)):
         raise UserError(f"{flag} {target}: holds git-tracked files ({tracked[0]} …); "
                         "choose a folder git does not track (nothing was changed)")
     if any(target.iterdir()) and not is_ours(target):
-        raise UserError(f"{flag} {target}: not empty and not a previous annotate output (no {MARKER}); "
+        raise UserError(f"{flag} {target}: not empty and not a previous annotate output (no {OUTPUT_MARKER}); "
                         "choose an empty or new folder (nothing was changed)")
 
 
@@ -90,8 +90,8 @@ def tracked_files(folder: Path) -> list[str]:
 
 
 def mark(folder: Path) -> None:
-    """Write :data:`MARKER` into a staged output folder (before it is swapped in)."""
-    (folder / MARKER).write_text("written by annotate; the next run may replace this folder\n", encoding="utf-8")
+    """Write :data:`OUTPUT_MARKER` into a staged output folder (before it is swapped in)."""
+    (folder / OUTPUT_MARKER).write_text("written by annotate; the next run may replace this folder\n", encoding="utf-8")
 
 
 @contextlib.contextmanager

@@ -289,7 +289,7 @@ def all_anchors(root: Path) -> list[Anchor]:
     """Every anchor the project holds: notes first, then prose references in docs/ (with origins)."""
     from annotate import references  # references sits beside notes; imported late to keep load cheap
 
-    return note_anchors(load_all(root)) + [r.anchor for r in references.scan_docs(root)]
+    return note_anchors(load_all(root)) + [r.anchor for r in references.scan_references(root)]
 
 
 def check(root: Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
@@ -300,7 +300,7 @@ def check(root: Path, math_check: Callable[[str], str | None] | None = None) -> 
     if math_check is not None:
         vet_math(files, math_check)
     sources = Sources(root)
-    anchors = note_anchors(files) + [r.anchor for r in references.scan_docs(root)]
+    anchors = note_anchors(files) + [r.anchor for r in references.scan_references(root)]
     return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in anchors))
 
 

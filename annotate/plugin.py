@@ -123,7 +123,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         vendored, sources, problems = vendored_files(self.root), Sources(self.root), []
         self.resolved = {}
         for file in files.documentation_pages():
-            for ref in references.find(file.content_string, file.src_uri, vendored):
+            for ref in references.find_references(file.content_string, file.src_uri, vendored):
                 resolution = resolve(ref.anchor, sources.get(ref.anchor.path))
                 self.resolved.setdefault(file.src_uri, []).append((ref, resolution))
                 if not resolution.ok:

@@ -29,11 +29,10 @@ from typing import Callable
 from annotate.anchors import Anchor, Resolution
 from annotate.codec import read_text
 from annotate.errors import UserError
-from annotate.markdown_scan import prose_lines, replace_outside_code
+from annotate.markdown_scan import DOCS_DIR, prose_lines, replace_outside_code
 from annotate.vendoring.sync import vendored_files
 from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
 
-DOCS_DIR = "docs"
 _REF = re.compile(r"\[\[(?P<body>[^\n]+?)\]\](?!\])")
 _SEP = re.compile(r"\s+(?:›|>)\s+")
 _NTH = re.compile(r"\s*\(nth=(\d+)\)\s*$")
@@ -41,8 +40,9 @@ _NTH = re.compile(r"\s*\(nth=(\d+)\)\s*$")
 _LABEL_KEY = re.compile(r"\{(file|path|line|lines|symbol)\}")
 
 
-class ReferenceError(UserError):
-    """A reference that cannot be parsed or points at no vendored file."""
+class BadReference(UserError):
+    """A reference that cannot be parsed or points at no vendored file (named so it does not shadow the
+    builtin ReferenceError)."""
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class Reference:
     label: str | None = None
 
 
-def parse(body: str, page: str, line: int, files: list[str]) -> tuple[str, Anchor, str | None]:
+def parse_reference(body: str, page: str, line: int, files: list[str]) -> tuple[str, Anchor, str | None]:
     """Parse the inside of ``[[…]]`` into (file as written, anchor, label)."""
     label = None
     head, bar, rest = body.partition(" | ")
@@ -65,7 +65,7 @@ def parse(body: str, page: str, line: int, files: list[str]) -> tuple[str, Ancho
         label, body = head.strip(), rest
     parts = _SEP.split(body.strip(), maxsplit=2)
     if len(parts) < 2:
-        raise ReferenceError(f"{DOCS_DIR}/{page}:{line}: reference [[{body}]] needs at least `file › symbol`")
+        raise BadReference(f"{DOCS_DIR}/{page}:{line}: reference [[{body}]] needs at least `file › symbol`")
     file, symbol = parts[0].strip(), parts[1].strip()
     statement, nth = (parts[2] if len(parts) == 3 else None), 0
     if statement is not None and (m := _NTH.search(statement)):
@@ -83,26 +83,26 @@ def find_file(written: str, files: list[str], where: str) -> str:
     if len(tails) == 1:
         return tails[0]
     if not tails:
-        raise ReferenceError(f"{where}: reference to {written!r}: no such vendored file (see `annotate vendor status`)")
-    raise ReferenceError(f"{where}: reference to {written!r} is ambiguous ({', '.join(tails)}); write more of the path")
+        raise BadReference(f"{where}: reference to {written!r}: no such vendored file (see `annotate vendor status`)")
+    raise BadReference(f"{where}: reference to {written!r} is ambiguous ({', '.join(tails)}); write more of the path")
 
 
-def find(markdown: str, page: str, files: list[str]) -> list[Reference]:
+def find_references(markdown: str, page: str, files: list[str]) -> list[Reference]:
     """Every reference on a page, skipping fenced code blocks and inline code spans."""
     found = []
     for number, text in prose_lines(markdown, fill=" "):
         for m in _REF.finditer(text):
-            file, anchor, label = parse(m.group("body"), page, number, files)
+            file, anchor, label = parse_reference(m.group("body"), page, number, files)
             found.append(Reference(m.group(0), page, number, file, anchor, label))
         rest = _REF.sub(lambda m: " " * len(m.group(0)), text)
         if "[[" in rest:
             start = rest.index("[[")
-            raise ReferenceError(f"{DOCS_DIR}/{page}:{number}: unclosed reference {text[start:start + 40].strip()!r}; "
+            raise BadReference(f"{DOCS_DIR}/{page}:{number}: unclosed reference {text[start:start + 40].strip()!r}; "
                                  "close it with `]]` (or put it in `code` to show the syntax)")
     return found
 
 
-def scan_docs(root: Path, files: list[str] | None = None) -> list[Reference]:
+def scan_references(root: Path, files: list[str] | None = None) -> list[Reference]:
     """References on every hand-written page under ``docs/`` (for `annotate check` and all_anchors)."""
     docs = root / DOCS_DIR
     if not docs.is_dir():
@@ -111,7 +111,7 @@ def scan_docs(root: Path, files: list[str] | None = None) -> list[Reference]:
     found = []
     for page in sorted(docs.rglob("*.md")):
         rel = page.relative_to(docs).as_posix()
-        found.extend(find(read_text(page, f"{DOCS_DIR}/{rel}"), rel, files))
+        found.extend(find_references(read_text(page, f"{DOCS_DIR}/{rel}"), rel, files))
     return found
 
 

@@ -47,9 +47,9 @@ def site(project: Path) -> Path:
 @pytest.fixture(scope="module")
 def diagrams(project: Path):
     from annotate.lesson.diagrams import all_diagrams
-    from annotate.lesson.table import load
+    from annotate.lesson.table import load_table
 
-    table = load(project)
+    table = load_table(project)
     return table, all_diagrams(table)
 
 

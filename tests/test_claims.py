@@ -17,7 +17,7 @@ import pytest
 from annotate import claims
 from annotate.errors import UserError
 from annotate.lesson import cache
-from annotate.lesson.table import load
+from annotate.lesson.table import load_table
 
 REPO = Path(__file__).resolve().parents[1]
 VENDOR = REPO / "vendor" / "nano-vllm"
@@ -27,7 +27,7 @@ needs_vendor = pytest.mark.skipif(not (VENDOR / "nanovllm" / "models" / "qwen3.p
 
 
 def value(name: str, root: Path = REPO):
-    return load(root).claims[name].value
+    return load_table(root).claims[name].value
 
 
 def scratch(tmp_path: Path) -> Path:
@@ -89,7 +89,7 @@ def test_mlp_parameter_counts_are_3hf() -> None:
 def test_swiglu_walkthrough_matches_plain_torch() -> None:
     import torch
 
-    t = load(REPO).claims
+    t = load_table(REPO).claims
     h, f = t["swiglu.h"].value, t["swiglu.f"].value
     assert (h, f) == (4, 6)
     x = torch.tensor([t["swiglu.x"].value])
@@ -114,7 +114,7 @@ def test_swiglu_walkthrough_matches_plain_torch() -> None:
 
 @needs_vendor
 def test_lesson_and_reference_pages_expand_cleanly() -> None:
-    assert claims.scan_docs(REPO) == []
+    assert claims.scan_claims(REPO) == []
     text = (REPO / "docs" / "lesson.md").read_text(encoding="utf-8")
     out = claims.expand(text, "lesson.md", REPO)
     assert "{{=" not in out.replace("`{{=", "")
@@ -137,13 +137,13 @@ def test_bad_index_and_spec_are_one_line_errors() -> None:
 
 
 def test_malformed_placeholder_fails_before_computing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "load", lambda root: pytest.fail("computed"))
+    monkeypatch.setattr(cache, "load_claims", lambda root: pytest.fail("computed"))
     message = failure("a\n{{= RMS }}", REPO)
     assert message.startswith("docs/lesson.md:2: placeholder {{= RMS }} is not")
 
 
 def test_code_is_left_alone_and_pages_without_claims_compute_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cache, "load", lambda root: pytest.fail("computed"))
+    monkeypatch.setattr(cache, "load_claims", lambda root: pytest.fail("computed"))
     page = "write `{{= mlp.h8_f16.params }}` like this\n\n```\n{{= anything.goes }}\n```\n"
     assert claims.expand(page, "writing.md", REPO) == page
     assert claims.expand("no claims here", "index.md", REPO) == "no claims here"
@@ -171,11 +171,11 @@ def test_format_value() -> None:
 @needs_vendor
 def test_cache_is_keyed_by_vendored_file_hashes_and_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = scratch(tmp_path)
-    key, data = cache.load(root)
+    key, data = cache.load_claims(root)
     path = cache.cache_path(root, key)
     assert path.is_file() and json.loads(path.read_text())["claims"]["mlp.h8_f16.params"]["value"] == 384
     monkeypatch.setattr(cache, "run_child", lambda root: pytest.fail("recomputed despite the cache"))
-    assert cache.load(root) == (key, data)
+    assert cache.load_claims(root) == (key, data)
     assert cache.cache_key(root) == key  # same bytes, same key
     (root / "vendor/nano-vllm/nanovllm/layers/activation.py").write_text(
         (root / "vendor/nano-vllm/nanovllm/layers/activation.py").read_text() + "\n# touched\n")

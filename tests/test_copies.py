@@ -14,19 +14,19 @@ import pytest
 import torch
 
 from annotate.trace.copies import CopyCache, clone, reads_only
-from annotate.trace.sourcemap import Statement
+from annotate.trace.sourcemap import TracedStatement
 from conftest import ROOT, _need_vendor
 
 
-def stmt(effect: str) -> Statement:
-    return Statement(1, 1, (), False, (), "x = f(y)", effect)
+def stmt(effect: str) -> TracedStatement:
+    return TracedStatement(1, 1, (), False, (), "x = f(y)", effect)
 
 
 @dataclass
 class Frame:
     """Stands in for the recorder's per-frame state: only `current` is read."""
 
-    current: Statement | None = None
+    current: TracedStatement | None = None
 
 
 def test_a_copy_is_reused_across_a_statement_without_calls() -> None:

@@ -16,7 +16,7 @@ import pytest
 from annotate.claims import ClaimError, format_value
 from annotate.lesson import diagrams as data
 from annotate.lesson.model import Claim
-from annotate.lesson.table import Table, load
+from annotate.lesson.table import Table, load_table
 from annotate.pages import diagrams as pages
 from goldens import compare_golden
 
@@ -37,7 +37,7 @@ def traced_root(tmp_path_factory: pytest.TempPathFactory, tiny_trace) -> Path:
 
 @pytest.fixture(scope="module")
 def table(traced_root: Path) -> Table:
-    return load(traced_root)
+    return load_table(traced_root)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def test_edited_vendored_chunk_fails_the_diagram(project: Path):
 
 def test_without_a_trace_the_page_says_so_in_both_languages(project: Path):
     assert not (project / "traces").exists()
-    d = data.all_diagrams(load(project))["traced"]
+    d = data.all_diagrams(load_table(project))["traced"]
     assert "没有可用的轨迹" in d.notice and "No usable trace" in d.notice and not d.cells
     html = pages.diagram_html(d)
     assert "dg-missing" in html and "dg-cell" not in html
@@ -219,13 +219,13 @@ def test_html_golden(all_, key):
 
 
 def test_annotate_check_lists_a_diagram_that_cannot_be_drawn(project: Path):
-    """`annotate check` (claims.scan_docs) covers the diagrams: an unknown one is one line."""
-    from annotate.claims import scan_docs
+    """`annotate check` (claims.scan_claims) covers the diagrams: an unknown one is one line."""
+    from annotate.claims import scan_claims
 
-    assert scan_docs(project) == []
+    assert scan_claims(project) == []
     page = project / "docs" / "diagrams.md"
     page.write_text(page.read_text(encoding="utf-8") + "\n{{diagram nope}}\n", encoding="utf-8")
-    assert scan_docs(project) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]
+    assert scan_claims(project) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]
 
 
 def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_path: Path, tiny_trace):
@@ -245,4 +245,4 @@ def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_pa
     tensors[key][0, 0] += 1.0
     save_file(tensors, str(trace_dir / TENSORS_NAME))
     with pytest.raises(ClaimError, match=r"diagram traced: claim traced.norm.output no longer holds: re-running"):
-        data.traced_norm(load(root))
+        data.traced_norm(load_table(root))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from annotate.cli import main
-from annotate.guard import MARKER
+from annotate.guard import OUTPUT_MARKER
 from annotate.plugin import WATCHED, AnnotatePlugin
 
 pytest_plugins = ["site_fixtures"]
@@ -61,7 +61,7 @@ def keep_old_site(project: Path) -> Path:
     marker = project / "site" / "old.txt"
     marker.parent.mkdir()
     marker.write_text("previous build")
-    (marker.parent / MARKER).write_text("a previous annotate build")  # else the output guard refuses it
+    (marker.parent / OUTPUT_MARKER).write_text("a previous annotate build")  # else the output guard refuses it
     return marker
 
 

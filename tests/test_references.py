@@ -9,7 +9,7 @@ from annotate.anchors import resolve
 from annotate.links import Links
 from annotate.notes import Sources
 from annotate.vendoring.sync import vendored_files
-from annotate.references import ReferenceError, find, parse, render, scan_docs, substitute, unresolved_message
+from annotate.references import BadReference, find_references, parse_reference, render, scan_references, substitute, unresolved_message
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = vendored_files(REPO)
@@ -24,27 +24,27 @@ def links() -> Links:
 
 
 def one(text: str, page: str = "lesson.md"):
-    refs = find(text, page, FILES)
+    refs = find_references(text, page, FILES)
     assert len(refs) == 1
     ref = refs[0]
     return ref, resolve(ref.anchor, Sources(REPO).get(ref.anchor.path))
 
 
 def test_parse_file_tail_symbol_statement() -> None:
-    file, anchor, label = parse("layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)", "a.md", 3, FILES)
+    file, anchor, label = parse_reference("layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)", "a.md", 3, FILES)
     assert (file, anchor.path, anchor.symbol, anchor.statement, anchor.nth, label) == (
         "layernorm.py", LAYERNORM, "RMSNorm.add_rms_forward", "residual = x.to(orig_dtype)", 0, None)
     assert anchor.origin == "docs/a.md:3"
 
 
 def test_parse_ascii_separator_nth_and_label() -> None:
-    _, anchor, label = parse("行 {line} | nanovllm/layers/layernorm.py > RMSNorm.rms_forward > x = x.float() (nth=0)",
+    _, anchor, label = parse_reference("行 {line} | nanovllm/layers/layernorm.py > RMSNorm.rms_forward > x = x.float() (nth=0)",
                              "a.md", 1, FILES)
     assert anchor.statement == "x = x.float()" and anchor.nth == 0 and label == "行 {line}"
 
 
 def test_statement_keeps_its_own_separators() -> None:
-    _, anchor, _ = parse("qwen3.py › Qwen3MLP.forward › x > y > z", "a.md", 1, FILES)
+    _, anchor, _ = parse_reference("qwen3.py › Qwen3MLP.forward › x > y > z", "a.md", 1, FILES)
     assert anchor.statement == "x > y > z"
 
 
@@ -53,14 +53,14 @@ def test_statement_keeps_its_own_separators() -> None:
     ("layernorm.py", r"docs/a.md:7: reference \[\[layernorm.py\]\] needs at least `file › symbol`"),
 ])
 def test_bad_references_are_one_line_errors(body: str, message: str) -> None:
-    with pytest.raises(ReferenceError, match=message):
-        parse(body, "a.md", 7, FILES)
+    with pytest.raises(BadReference, match=message):
+        parse_reference(body, "a.md", 7, FILES)
 
 
 def test_an_ambiguous_tail_asks_for_more_path() -> None:
-    with pytest.raises(ReferenceError, match=r"'x.py' is ambiguous \(a/x.py, b/x.py\); write more of the path"):
-        parse("x.py › A", "a.md", 1, ["a/x.py", "b/x.py"])
-    assert parse("a/x.py › A", "a.md", 1, ["a/x.py", "b/x.py"])[1].path == "a/x.py"
+    with pytest.raises(BadReference, match=r"'x.py' is ambiguous \(a/x.py, b/x.py\); write more of the path"):
+        parse_reference("x.py › A", "a.md", 1, ["a/x.py", "b/x.py"])
+    assert parse_reference("a/x.py › A", "a.md", 1, ["a/x.py", "b/x.py"])[1].path == "a/x.py"
 
 
 def test_code_spans_and_fences_are_left_alone() -> None:
@@ -71,7 +71,7 @@ def test_code_spans_and_fences_are_left_alone() -> None:
         "```",
         "but [[layernorm.py › RMSNorm]] here",
     ])
-    refs = find(text, "a.md", FILES)
+    refs = find_references(text, "a.md", FILES)
     assert [r.line for r in refs] == [5]
     out = substitute(text, refs, lambda r: "LINK")
     assert out.splitlines()[0] == "see `[[layernorm.py › RMSNorm]]` literally"
@@ -109,7 +109,7 @@ def test_unresolved_message_names_page_line_and_reference() -> None:
 
 
 def test_scan_docs_finds_the_index_references() -> None:
-    refs = scan_docs(REPO)
+    refs = scan_references(REPO)
     assert any(r.page == "index.md" and r.anchor.statement == "residual = x.to(orig_dtype)" for r in refs)
     assert not any(r.page == "writing.md" and r.line < 55 for r in refs)  # the syntax shown in code is skipped
 

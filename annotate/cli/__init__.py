@@ -13,7 +13,7 @@ from typing import Sequence
 
 from annotate.errors import UserError
 
-DESCRIPTION = """\
+CLI_DESCRIPTION = """\
 Annotated source reader for nano-vllm.
 
 Journeys:
@@ -28,7 +28,7 @@ Journeys:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="annotate", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="annotate", description=CLI_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--root", type=Path, default=Path("."), help="project root (default: current folder)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

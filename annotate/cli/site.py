@@ -66,7 +66,7 @@ def claim_problems(root: Path) -> list[str]:
     """One line per computed claim in docs/ that is unknown or no longer holds."""
     from annotate import claims
 
-    return claims.scan_docs(root)
+    return claims.scan_claims(root)
 
 
 def run_build(args: argparse.Namespace) -> int:
@@ -97,9 +97,9 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
 
 def is_previous_site(folder: Path) -> bool:
     """A folder `annotate build` wrote: it carries the marker (or, from before the marker, MkDocs' own index)."""
-    from annotate.guard import MARKER
+    from annotate.guard import OUTPUT_MARKER
 
-    return (folder / MARKER).is_file() or ((folder / "search" / "search_index.json").is_file()
+    return (folder / OUTPUT_MARKER).is_file() or ((folder / "search" / "search_index.json").is_file()
                                            and (folder / "index.html").is_file())
 
 

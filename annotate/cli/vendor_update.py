@@ -6,7 +6,7 @@ import json
 
 from annotate.progress import Progress
 
-DESCRIPTION = """\
+UPDATE_DESCRIPTION = """\
 Move the vendor pin to another upstream commit of nano-vllm.
 
 Reads COMMIT from the git repository (a URL, or a local clone with no uncommitted changes),
@@ -22,7 +22,7 @@ Afterwards: fix what the report lists, run `annotate check` until it is clean, t
 def register(actions: argparse._SubParsersAction) -> None:
     """Add `vendor update` to the `annotate vendor` sub-commands."""
     parser = actions.add_parser("update", help="move the pin to another upstream commit and report what the notes do",
-                                description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                description=UPDATE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--git", required=True, metavar="URL_OR_PATH",
                         help="the upstream repository: a URL or a local clone")
     parser.add_argument("--rev", required=True, metavar="COMMIT", help="the commit to pin (any name git resolves)")

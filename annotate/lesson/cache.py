@@ -22,9 +22,9 @@ from typing import Any
 from annotate.atomic import atomic_write_text
 from annotate.errors import UserError
 
-CACHE_DIR = ".cache"
+CLAIMS_CACHE_DIR = ".cache"
 VENDOR_PACKAGE = Path("vendor") / "nano-vllm" / "nanovllm"
-FORMAT = 1
+CLAIMS_FORMAT = 1
 TIMEOUT_S = 300
 
 
@@ -51,7 +51,7 @@ def _torch_version() -> str:
 
 def cache_key(root: Path) -> str:
     """sha256 over (path, sha256) of the involved vendored files, the claim code and torch's version."""
-    h = hashlib.sha256(f"annotate-claims {FORMAT} torch {_torch_version()}\n".encode())
+    h = hashlib.sha256(f"annotate-claims {CLAIMS_FORMAT} torch {_torch_version()}\n".encode())
     for path in involved_files(root):
         h.update(f"vendor {path.relative_to(root).as_posix()} {_sha256(path)}\n".encode())
     for path in sorted(Path(__file__).parent.glob("*.py")):
@@ -69,7 +69,7 @@ def trace_files(root: Path) -> list[Path]:
 
 
 def cache_path(root: Path, key: str) -> Path:
-    return root / CACHE_DIR / f"claims-{key}.json"
+    return root / CLAIMS_CACHE_DIR / f"claims-{key}.json"
 
 
 def read_cached(path: Path) -> dict[str, Any] | None:
@@ -78,7 +78,7 @@ def read_cached(path: Path) -> dict[str, Any] | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+    return data if isinstance(data, dict) and data.get("format") == CLAIMS_FORMAT else None
 
 
 def run_child(root: Path) -> dict[str, Any]:
@@ -99,11 +99,11 @@ def run_child(root: Path) -> dict[str, Any]:
             raise UserError(f"{root / VENDOR_PACKAGE}: computing the lesson's claims failed ({tail}); "
                             "run `python -m annotate.lesson.compute . out.json` to see the traceback")
         data = json.loads(out.read_text(encoding="utf-8"))
-    data["format"] = FORMAT
+    data["format"] = CLAIMS_FORMAT
     return data
 
 
-def load(root: Path) -> tuple[str, dict[str, Any]]:
+def load_claims(root: Path) -> tuple[str, dict[str, Any]]:
     """(key, computed result) from the cache, computing and caching it on a miss."""
     key = cache_key(root)
     path = cache_path(root, key)

@@ -16,10 +16,10 @@ from typing import Any
 from annotate.lesson import rmsnorm, swiglu
 from annotate.lesson.model import Family, flat, mismatch
 
-TOL = 1e-5
+COUNTER_TOL = 1e-5
 
 
-def _same(a: list[float], b: list[float], tol: float = TOL) -> bool:
+def _same(a: list[float], b: list[float], tol: float = COUNTER_TOL) -> bool:
     return len(a) == len(b) and all(math.isclose(x, y, rel_tol=tol, abs_tol=tol) for x, y in zip(a, b))
 
 
@@ -39,7 +39,7 @@ def layernorm(fam: Family, mods: dict[str, Any]) -> None:
     fam.add("layernorm.mean_sq", mean_sq, "mean((x − mean)²): the variance LayerNorm divides by")
     fam.add("layernorm.rms", math.sqrt(mean_sq + eps), "√(variance + ε)")
     fam.add("layernorm.output", out, "LayerNorm(x) (γ, no bias), by the vendored RMSNorm on the centred row",
-            mismatch(out, flat(want.reshape(-1).tolist()), TOL, src, "torch.nn.functional.layer_norm"))
+            mismatch(out, flat(want.reshape(-1).tolist()), COUNTER_TOL, src, "torch.nn.functional.layer_norm"))
     fam.add("layernorm.rmsnorm_output", right, "RMSNorm(x) by the vendored RMSNorm, for comparison",
             f"LayerNorm and RMSNorm now agree on x = {x} ({right}): the counterexample shows nothing; "
             "pick another example" if _same(out, right) else None)
@@ -60,7 +60,7 @@ def swap(fam: Family, mods: dict[str, Any]) -> None:
     fam.add("swap.silu", wrong["silu"], "SiLU of the wrong half")
     fam.add("swap.product", wrong["product"], "SiLU(x·W_uᵀ) ⊙ x·W_gᵀ")
     fam.add("swap.out", wrong["out"], "Qwen3MLP output with the halves exchanged",
-            mismatch(wrong["out"], want, TOL, src, "SiLU(x·W_uᵀ)⊙(x·W_gᵀ)·W_dᵀ in plain torch"))
+            mismatch(wrong["out"], want, COUNTER_TOL, src, "SiLU(x·W_uᵀ)⊙(x·W_gᵀ)·W_dᵀ in plain torch"))
     fam.add("swap.right_out", right["out"], "the right output, for comparison",
             "exchanging gate and up no longer changes the output of the walk-through: "
             "the counterexample shows nothing" if _same(wrong["out"], right["out"]) else None)

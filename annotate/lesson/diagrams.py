@@ -21,7 +21,7 @@ from typing import Any
 from annotate.claims import ClaimError, format_value
 
 PAGE = "diagrams.md"
-TOL = 1e-4
+ARITHMETIC_TOL = 1e-4
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ def term(value: float) -> str:
     return f"({n(value)})" if value < 0 else n(value)
 
 
-def agree(diagram: str, what: str, shown: float, vendored: float, tol: float = TOL) -> None:
+def agree(diagram: str, what: str, shown: float, vendored: float, tol: float = ARITHMETIC_TOL) -> None:
     """The arithmetic shown must land on the vendored value (else the build stops)."""
     if not math.isclose(shown, vendored, rel_tol=tol, abs_tol=tol):
         raise ClaimError(f"docs/{PAGE}: diagram {diagram}: {what}: the arithmetic shown gives {shown:.6g}, "
@@ -384,7 +384,7 @@ def order_counterexample(c: Claims) -> Counterexample:
 
 BUILDERS = {"swiglu": swiglu, "rmsnorm": rmsnorm_example, "traced": traced_norm}
 #: a page places a diagram with a line of its own: ``{{diagram swiglu}}``
-MARKER = re.compile(r"^\{\{diagram ([a-z0-9_]+)\}\}\s*$", re.M)
+DIAGRAM_LINE = re.compile(r"^\{\{diagram ([a-z0-9_]+)\}\}\s*$", re.M)
 
 
 def all_diagrams(table: Any) -> dict[str, Diagram]:
@@ -394,12 +394,12 @@ def all_diagrams(table: Any) -> dict[str, Diagram]:
 
 def page_problems(markdown: str, page: str, root: Path) -> list[str]:
     """One line per diagram placed on a page that cannot be drawn (for `annotate check`)."""
-    keys = MARKER.findall(markdown)
+    keys = DIAGRAM_LINE.findall(markdown)
     if not keys:
         return []
-    from annotate.lesson.table import load
+    from annotate.lesson.table import load_table
 
-    table, out = load(root), []
+    table, out = load_table(root), []
     for key in keys:
         if key not in BUILDERS:
             out.append(f"docs/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")

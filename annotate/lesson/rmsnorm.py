@@ -75,7 +75,7 @@ def example(fam: Family, layernorm: Any, tag: str, x: list[float], gamma: list[f
             mismatch(out, want_out, 1e-5, SOURCE, FORMULA))
 
 
-def fused(fam: Family, layernorm: Any) -> None:
+def _fused(fam: Family, layernorm: Any) -> None:
     """The fused path: hidden=[1,2] plus residual=[2,2] is x=[3,4], normalised in bfloat16."""
     import torch
 
@@ -108,6 +108,6 @@ def family(mods: dict[str, Any]) -> Family:
     example(fam, layernorm, "example", *EXAMPLE)
     example(fam, layernorm, "eps1", [3.0, 4.0], [1.0, 1.0], 1.0)
     example(fam, layernorm, "gamma", [3.0, 4.0], [2.0, 0.5], 0.0)
-    fused(fam, layernorm)
+    _fused(fam, layernorm)
     fused_fp32_alias(fam, layernorm)
     return fam

@@ -17,7 +17,7 @@ from annotate.lesson.model import Family, differs, mismatch
 SIZES = ((1024, 3072), (8, 16))
 WALK_H, WALK_F = 4, 6
 WALK_X = [1.0, -1.0, 2.0, 0.5]
-TOL = 1e-5
+SWIGLU_TOL = 1e-5
 
 
 def walk_weights(h: int = WALK_H, f: int = WALK_F) -> tuple[list[list[float]], list[list[float]], list[list[float]]]:
@@ -116,19 +116,19 @@ def walk(fam: Family, mods: dict[str, Any]) -> None:
     fam.add("gate_up_width", len(got["gate_up"]), "width of gate_up_proj's output",
             differs(len(got["gate_up"]), 2 * WALK_F, src + ".gate_up_proj output width", "2F"))
     fam.add("gate_up", got["gate_up"], "gate_up_proj output (2F values)",
-            mismatch(got["gate_up"], want["gate"] + want["up"], TOL, src + ".gate_up_proj", "[x·W_gateᵀ, x·W_upᵀ]"))
+            mismatch(got["gate_up"], want["gate"] + want["up"], SWIGLU_TOL, src + ".gate_up_proj", "[x·W_gateᵀ, x·W_upᵀ]"))
     fam.add("gate", got["gate"], "first half, inside SiluAndMul",
-            mismatch(got["gate"], want["gate"], TOL, src + " (gate half)", "x·W_gateᵀ"))
+            mismatch(got["gate"], want["gate"], SWIGLU_TOL, src + " (gate half)", "x·W_gateᵀ"))
     fam.add("up", got["up"], "second half, inside SiluAndMul",
-            mismatch(got["up"], want["up"], TOL, src + " (up half)", "x·W_upᵀ"))
+            mismatch(got["up"], want["up"], SWIGLU_TOL, src + " (up half)", "x·W_upᵀ"))
     fam.add("silu", got["silu"], "SiLU(gate) by the vendored SiluAndMul on [gate, 1]",
-            mismatch(got["silu"], want["silu"], TOL, "the vendored SiluAndMul", "g/(1+e^(−g))"))
+            mismatch(got["silu"], want["silu"], SWIGLU_TOL, "the vendored SiluAndMul", "g/(1+e^(−g))"))
     fam.add("product", got["product"], "SiluAndMul output: SiLU(gate) ⊙ up",
-            mismatch(got["product"], want["product"], TOL, "the vendored SiluAndMul", "SiLU(gate)⊙up"))
+            mismatch(got["product"], want["product"], SWIGLU_TOL, "the vendored SiluAndMul", "SiLU(gate)⊙up"))
     terms = [p * w for p, w in zip(got["product"], w_down[0])]
     fam.add("down_terms0", terms, "product[j]·W_down[0][j], whose sum is out[0]")
     fam.add("out", got["out"], "Qwen3MLP output (H values)",
-            mismatch(got["out"], want["out"], TOL, src, "(SiLU(x·W_gateᵀ)⊙(x·W_upᵀ))·W_downᵀ in plain torch"))
+            mismatch(got["out"], want["out"], SWIGLU_TOL, src, "(SiLU(x·W_gateᵀ)⊙(x·W_upᵀ))·W_downᵀ in plain torch"))
     fam.add("out_matches_down", got["out"] == got["down"], "forward output is down_proj's output",
             None if got["out"] == got["down"] else f"{src} returns {got['out']}, not down_proj's output {got['down']}")
 

@@ -45,7 +45,7 @@ def vendor_claims(root: Path) -> list[Claim]:
 
 def computed(root: Path) -> Table:
     """The computed claims for ``root`` (memoised per cache key, so a vendor edit is picked up at once)."""
-    key, data = cache.load(root)
+    key, data = cache.load_claims(root)
     memo = (str(root), key)
     if memo not in _MEMO:
         table = Table(key, failed=dict(data.get("failed", {})))
@@ -56,7 +56,7 @@ def computed(root: Path) -> Table:
     return _MEMO[memo]
 
 
-def load(root: Path) -> Table:
+def load_table(root: Path) -> Table:
     """Computed claims plus the lock's ``vendor.*`` facts (read afresh: the lock may change alone)."""
     root = root.resolve()
     base = computed(root)

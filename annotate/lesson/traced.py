@@ -95,7 +95,7 @@ def _row(t: Any) -> list[float]:
     return [float(v) for v in t.reshape(-1)]
 
 
-def fused(fam: Family, mods: dict[str, Any], trace: Any) -> None:
+def _fused(fam: Family, mods: dict[str, Any], trace: Any) -> None:
     """``traced.norm.*`` and ``traced.order.*`` (see the module docstring)."""
     import torch
 
@@ -201,6 +201,6 @@ def family(mods: dict[str, Any], root: Path) -> Family:
     fam.add("available", trace is not None, "a trace with saved tensors was found")
     fam.add("missing", why, "why no trace could be drawn ('' when one was)")
     if trace is not None:
-        fused(fam, mods, trace)
+        _fused(fam, mods, trace)
         returned(fam, trace)
     return fam

@@ -101,9 +101,9 @@ def expand(page_html: str, root: Path, *, strict: bool = True) -> str:
     """Replace every ``<p>{{diagram NAME}}</p>`` by its diagram (ClaimError in strict mode on any problem)."""
     if "{{diagram " not in page_html:
         return page_html
-    from annotate.lesson.table import load
+    from annotate.lesson.table import load_table
 
-    table = load(root)
+    table = load_table(root)
     try:
         diagrams = all_diagrams(table)
     except ClaimError as exc:

@@ -48,7 +48,7 @@ def generate(root: Path, math: MathFn, math_check, extras: Sequence[LineExtras] 
     """
     files = load_all(root)
     if prefetch is not None:
-        prefetch(formulas(files))
+        prefetch(note_formulas(files))
     vet_math(files, math_check)
     links = links or Links(root)
     sources = Sources(root)
@@ -76,7 +76,7 @@ def generate(root: Path, math: MathFn, math_check, extras: Sequence[LineExtras] 
     return result
 
 
-def formulas(files: list[NotesFile]) -> list[tuple[str, bool]]:
+def note_formulas(files: list[NotesFile]) -> list[tuple[str, bool]]:
     """Every (LaTeX, display) the notes will ask for: math, vars (checked as display, shown inline), prose."""
     found: list[tuple[str, bool]] = []
     for f in files:

@@ -26,7 +26,7 @@ from annotate.vendoring.lock import VENDOR_DIR
 
 FUNCTIONS = ("RMSNorm.add_rms_forward", "RMSNorm.rms_forward", "SiluAndMul.forward")
 PARAMS = {"RMSNorm.add_rms_forward": ("weight γ",), "RMSNorm.rms_forward": ("weight γ",), "SiluAndMul.forward": ()}
-URI = "trace/kernels.md"
+KERNELS_URI = "trace/kernels.md"
 
 
 @dataclass

@@ -16,13 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from annotate.lesson.traced import ADD_RMS
 from annotate.pages.plots import series
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, num, sup_label
 from annotate.trace.store import LineRecord, Trace
 
-URI = "trace/numerics.md"
-ADD_RMS = "RMSNorm.add_rms_forward"
+NUMERICS_URI = "trace/numerics.md"
 LAYER_KEYS = (("attn", "Attn 增量 increment"), ("x", "x⁽ℓ⁾ residual"), ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"),
               ("x1", "x₁⁽ℓ⁾ residual"), ("rmsnorm2", "RMSNorm₂(x₁⁽ℓ⁾)"))
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}   # explicit bits of each format: eps = 2^-bits

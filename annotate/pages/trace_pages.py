@@ -39,15 +39,15 @@ def trace_pages(root: Path, traces: TraceSet) -> TracePages:
     out = TracePages()
     view = next((v for v in traces.views if not v.pin_moved), None)
     if view is None:   # every page still exists (hand-written pages link to them) and says how to get a trace
-        for uri, title in ((INDEX, "运行轨迹 Trace"), (kernels_page.URI, "融合内核 Fused kernels"),
-                           (numerics_page.URI, "数值 Numerics")):
+        for uri, title in ((INDEX, "运行轨迹 Trace"), (kernels_page.KERNELS_URI, "融合内核 Fused kernels"),
+                           (numerics_page.NUMERICS_URI, "数值 Numerics")):
             out.pages[uri] = _empty(traces, title)
         return out
     out.files[NORMS_SVG] = plots.norms_svg(view.trace)
     out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
     out.pages[INDEX] = overview(view, traces)
-    out.pages[kernels_page.URI] = kernels_page.render(root, traces, _href(kernels_page.URI))
-    out.pages[numerics_page.URI] = numerics_page.render(traces, _href(numerics_page.URI))
+    out.pages[kernels_page.KERNELS_URI] = kernels_page.render(root, traces, _href(kernels_page.KERNELS_URI))
+    out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI))
     return out
 
 

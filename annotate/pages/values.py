@@ -30,7 +30,7 @@ from annotate.trace.store import LineRecord, Trace, VarRecord
 
 NONE_KEY = "none"   # the layer key of records outside the decoder layers (Qwen3Model.forward, model.norm)
 ROLE_ORDER = {"assigned": 0, "argument": 1, "live": 2, "return": 3}
-FLOW_NAMES = ("hidden_states", "residual")   # the two variables the lesson follows; others are intermediates
+LESSON_VARS = ("hidden_states", "residual")   # the two variables the lesson follows; others are intermediates
 VALUES_DOC = "values.md"
 GLOSSARY_DOC = "reference/glossary.md"
 
@@ -289,7 +289,7 @@ def kind_words(rec: LineRecord, v: VarRecord, trace: Trace | None) -> tuple[str,
                 "这个张量与另一个变量共用内存（float32 下 .float() 不复制），原地归一化改写了它，于是它不再等于任何数学变量 — "
                 "it shares memory with another variable (in float32 .float() returns the same tensor), an in-place "
                 "update overwrote it, so it equals no math variable. " + near_text)
-    if v.name not in FLOW_NAMES and not v.name.startswith("return"):
+    if v.name not in LESSON_VARS and not v.name.startswith("return"):
         return ("中间量 intermediate",
                 "这一步的中间结果，不是课上追踪的数学变量，所以没有 ≡ — a value inside this step, not one of the "
                 "lesson's math variables, so it has no ≡. " + near_text)

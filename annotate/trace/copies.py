@@ -12,7 +12,7 @@ from the code instead: between two recorder events, a copy is kept only when the
 between is known to write to no tensor —
 
 * the rest of a statement with no call at all (`return x`, `if residual is None:`; see
-  `Statement.effect`),
+  `TracedStatement.effect`),
 * a one-call statement whose call is a torch.Tensor method that by torch's contract writes
   nothing (`q.view(…)`, `qkv.split(…)`: views, reshapes, dtype conversions; in-place methods end
   in `_`), checked at run time on the actual receiver, with no torch function or dispatch mode
@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from annotate.trace.numerics import storage_key
-from annotate.trace.sourcemap import Statement
+from annotate.trace.sourcemap import TracedStatement
 
 #: torch.Tensor methods that, by torch's naming contract (in-place methods end in `_`), write no
 #: tensor: views, reshapes and dtype conversions
@@ -119,7 +119,7 @@ class CopyCache:
 
     # ------------------------------------------------------------ recorder events
 
-    def line(self, frame: Any, finished: Statement | None, read_only_call: bool = False) -> None:
+    def line(self, frame: Any, finished: TracedStatement | None, read_only_call: bool = False) -> None:
         """A new statement starts in `frame` (or the frame returns); `finished` is the statement
         that just completed there (None at the first line). `read_only_call`: its one call was
         found (at its start) to be a Tensor method that writes nothing. Call before recording

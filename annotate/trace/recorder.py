@@ -36,7 +36,7 @@ from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
 from annotate.trace.numerics import Distance, distance
-from annotate.trace.sourcemap import CodeInfo, Statement, code_info
+from annotate.trace.sourcemap import CodeInfo, TracedStatement, code_info
 
 LIVE = ("hidden_states", "residual")
 _LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
@@ -97,7 +97,7 @@ class _Frame:
     call: int
     owner: Any = None                  # the frame's `self` (a module), if any
     frame: FrameType | None = None
-    current: Statement | None = None
+    current: TracedStatement | None = None
     read_only_call: bool = False       # `current`'s one call is a Tensor method that writes nothing
     hits: dict[tuple[int, int | None], int] = field(default_factory=dict)
 
@@ -138,7 +138,7 @@ def unwrap_compiled(cls: type, attr: str) -> Callable:
     return orig
 
 
-def _watch_list(stmt: Statement) -> tuple[tuple[str, str], ...]:
+def _watch_list(stmt: TracedStatement) -> tuple[tuple[str, str], ...]:
     """(name, role) to look up after `stmt`: its targets, then `hidden_states` / `residual` when
     it does not assign them."""
     return tuple((n, "assigned") for n in stmt.targets) + tuple((n, "live") for n in LIVE if n not in stmt.targets)
@@ -194,11 +194,11 @@ class Recorder:
             **{id(c): (i, "traced") for c, i in self.traced.items()}}
         self.names = {id(m): n for n, m in model.named_modules()}
         self._where: dict[int, tuple[str | None, int | None]] = {}   # id(module) -> (name, layer)
-        self._watch: dict[int, tuple[Statement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
+        self._watch: dict[int, tuple[TracedStatement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
         self.records: list[RawRecord] = []
         #: finished statements and entries as the forward produced them (see `_materialize`)
         #: per finished statement (or entry, stmt None): frame, statement, (name, copy, role), locals, return, order
-        self._raw: list[tuple[_Frame, Statement | None, list[tuple[str, torch.Tensor, str]], dict[str, Any], Any,
+        self._raw: list[tuple[_Frame, TracedStatement | None, list[tuple[str, torch.Tensor, str]], dict[str, Any], Any,
                               tuple[int, int, int]]] = []
         self._checks: list[CompiledCheck] = []
         self._pending: list[tuple[str, str, int, str | None, int, list[tuple[str, torch.Tensor]], list[torch.Tensor]]] = []

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 
 @dataclass(frozen=True)
-class Statement:
+class TracedStatement:
     """One simple statement, or the header of a compound one (`if …:`, `for …:`)."""
 
     start: int
@@ -46,9 +46,9 @@ class CodeInfo:
     code: CodeType
     def_line: int                    # the `def` line (after decorators)
     params: tuple[str, ...]
-    statements: dict[int, Statement] = field(default_factory=dict)   # line -> statement
+    statements: dict[int, TracedStatement] = field(default_factory=dict)   # line -> statement
 
-    def statement_at(self, line: int) -> Statement | None:
+    def statement_at(self, line: int) -> TracedStatement | None:
         return self.statements.get(line)
 
 
@@ -107,7 +107,7 @@ _BODIES = ("body", "orelse", "finalbody", "handlers")
 
 
 def _walk(body: Sequence[ast.stmt | ast.ExceptHandler], offset: int, lines: list[str], loops: tuple[str, ...],
-          out: dict[int, Statement]) -> None:
+          out: dict[int, TracedStatement]) -> None:
     """Fill `out` with every line of every statement in `body` (recursing into compound ones)."""
     for stmt in body:
         children = [c for name in _BODIES for c in getattr(stmt, name, []) or []]
@@ -117,7 +117,7 @@ def _walk(body: Sequence[ast.stmt | ast.ExceptHandler], offset: int, lines: list
         first_child = min((c.lineno for c in inner), default=None)
         end = (first_child - 1) if first_child else (stmt.end_lineno or stmt.lineno)
         text = " ".join(ln.strip() for ln in lines[stmt.lineno - 1:end])
-        info = Statement(stmt.lineno + offset, end + offset, tuple(_targets(stmt)),
+        info = TracedStatement(stmt.lineno + offset, end + offset, tuple(_targets(stmt)),
                          isinstance(stmt, ast.Return), loops, text, method=_method(stmt))
         for line in range(stmt.lineno, end + 1):
             out.setdefault(line + offset, info)
@@ -150,7 +150,7 @@ PURE_OPS = frozenset({
 CALL_OPS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
 
 
-def _effects(code: CodeType, statements: dict[int, Statement]) -> dict[int, Statement]:
+def _effects(code: CodeType, statements: dict[int, TracedStatement]) -> dict[int, TracedStatement]:
     """`statements` with each statement's `effect` set from the opcodes on its lines."""
     calls: dict[int, int] = {}
     other: set[int] = set()
@@ -163,7 +163,7 @@ def _effects(code: CodeType, statements: dict[int, Statement]) -> dict[int, Stat
             calls[stmt.start] = calls.get(stmt.start, 0) + 1
         elif ins.opname not in PURE_OPS:
             other.add(stmt.start)
-    done: dict[int, Statement] = {}
+    done: dict[int, TracedStatement] = {}
     for start, stmt in {st.start: st for st in statements.values()}.items():
         n = calls.get(start, 0)
         effect = "other" if start in other or n > 1 else ("one-call" if n == 1 else "pure")
@@ -177,7 +177,7 @@ def code_info(func: Callable, qualname: str, vendor_root: Path) -> CodeInfo:
     tree = ast.parse(textwrap.dedent("".join(src_lines)))
     fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
     offset = first - 1
-    statements: dict[int, Statement] = {}
+    statements: dict[int, TracedStatement] = {}
     _walk(fdef.body, offset, [ln.rstrip("\n") for ln in textwrap.dedent("".join(src_lines)).splitlines()], (), statements)
     code = func.__code__
     path = Path(code.co_filename).resolve()

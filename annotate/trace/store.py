@@ -35,7 +35,7 @@ from annotate.trace import validate
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
-FORMAT = "annotate-trace"
+TRACE_FORMAT = "annotate-trace"
 VERSION = 2
 #: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text ignored
 READABLE = (1, 2)
@@ -236,7 +236,7 @@ def read_payload(path: Path) -> dict[str, Any]:
     if not jpath.is_file():
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
     payload = codec.read_json(jpath, fix="regenerate it with `annotate trace --force`")
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if not isinstance(payload, dict) or payload.get("format") != TRACE_FORMAT:
         got = payload.get("format") if isinstance(payload, dict) else None
         raise UserError(f"{jpath}: not an annotate trace (format is {got!r}); regenerate it with `annotate trace --force`")
     if payload.get("version") not in READABLE:
@@ -360,7 +360,7 @@ def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | No
 
             save_file({k: v.contiguous() for k, v in tensors.items()}, str(staged / TENSORS_NAME))
             os.chmod(staged / TENSORS_NAME, 0o644)
-        body = json.dumps({"format": FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
+        body = json.dumps({"format": TRACE_FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
                           separators=(",", ":"), allow_nan=True)
         validate.check_payload(json.loads(body), staged / JSON_NAME)  # the writer obeys the reader's model
         (staged / JSON_NAME).write_text(body, encoding="utf-8")

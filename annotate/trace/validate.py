@@ -17,7 +17,7 @@ from annotate import codec
 from annotate.errors import UserError
 from annotate.vendoring.lock import safe_relative
 
-FIX = "regenerate it with `annotate trace --force`"
+TRACE_FIX = "regenerate it with `annotate trace --force`"
 _str, _int, _num = codec.string, codec.integer, codec.number
 
 
@@ -107,7 +107,7 @@ def _vendor(value: Any, at: codec.At) -> dict[str, Any]:
 
 def check_payload(payload: dict[str, Any], path: Path) -> None:
     """Every field the site reads has its type; the first one that does not is one UserError line."""
-    at = codec.At(str(path), fix=FIX)
+    at = codec.At(str(path), fix=TRACE_FIX)
     codec.field(payload, "meta", at, _meta)
     codec.field(payload, "vendor", at, _vendor)
     codec.field(payload, "records", at, codec.list_of(_record))
@@ -126,7 +126,7 @@ def non_finite(trace: Any) -> str | None:
             values = [var.norm, var.mean, var.absmax, *var.head]
             if any(isinstance(x, float) and not math.isfinite(x) for x in values):
                 return (f"{trace.path}: {rec.file}:{rec.line} (layer {rec.layer}) `{var.name}` holds NaN or infinite "
-                        f"values; check the checkpoint, then {FIX}")
+                        f"values; check the checkpoint, then {TRACE_FIX}")
     return None
 
 
@@ -141,7 +141,7 @@ def check_tensors(folder: Path, payload: dict[str, Any], name: str) -> None:
         with safe_open(str(path), "pt", "cpu") as handle:
             shapes = {key: list(handle.get_slice(key).get_shape()) for key in handle.keys()}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-        raise UserError(f"{path}: truncated or not safetensors ({str(exc).splitlines()[0][:80]}); {FIX}") from None
+        raise UserError(f"{path}: truncated or not safetensors ({str(exc).splitlines()[0][:80]}); {TRACE_FIX}") from None
     for i, rec in enumerate(payload["records"]):
         for j, var in enumerate(rec["vars"]):
             key = var.get("tensor")
@@ -149,9 +149,9 @@ def check_tensors(folder: Path, payload: dict[str, Any], name: str) -> None:
                 continue
             where = f"{path}: tensor {key!r} ($.records[{i}].vars[{j}])"
             if key not in shapes:
-                raise UserError(f"{where}: missing from the file; {FIX}")
+                raise UserError(f"{where}: missing from the file; {TRACE_FIX}")
             if shapes[key] != var["shape"]:
-                raise UserError(f"{where}: shape {shapes[key]}, trace.json says {var['shape']}; {FIX}")
+                raise UserError(f"{where}: shape {shapes[key]}, trace.json says {var['shape']}; {TRACE_FIX}")
 
 
 def check_bandwidth(path: Path) -> dict[str, Any]:

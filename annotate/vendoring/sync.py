@@ -15,7 +15,7 @@ from annotate.errors import UserError
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock, sha256_bytes, write_lock
 from annotate.vendoring.sources import fetch
 
-CACHE_DIR = ".cache/wheels"
+WHEEL_CACHE_DIR = ".cache/wheels"
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def _walk(vendor: Path) -> list[tuple[str, bool]]:
         for name in names:
             path = here / name
             rel = path.relative_to(vendor).as_posix()
-            if rel != guard.MARKER:
+            if rel != guard.OUTPUT_MARKER:
                 found.append((rel, path.is_symlink()))
     return sorted(found)
 
@@ -137,7 +137,7 @@ def _sync(root: Path, lock: Lock | None) -> SyncResult:
     restored = tuple(drift(vendor, recorded)) if vendor.is_dir() and recorded else ()
     if recorded and vendor.is_dir() and not restored:
         return SyncResult(changed=False, files=len(recorded))
-    files = fetch(lock.source, root / CACHE_DIR)
+    files = fetch(lock.source, root / WHEEL_CACHE_DIR)
     hashes = verify(files, lock)
     stage(files, vendor)
     lock_updated = not recorded
