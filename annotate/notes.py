@@ -34,6 +34,7 @@ from annotate.errors import UserError
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
 from annotate.vendoring.lock import VENDOR_DIR
+from annotate.vendoring.registry import Registry
 from annotate.vendoring.sync import vendored_files
 
 NOTES_DIR = "notes"
@@ -276,10 +277,13 @@ class Sources:
 
     root: Path
     cache: dict[str, SourceFile | None] = field(default_factory=dict)
+    registry: Registry | None = None  # which upstream's folder holds a path (read on first use)
 
     def get(self, path: str) -> SourceFile | None:
         if path not in self.cache:
-            file = self.root / VENDOR_DIR / path
+            if self.registry is None:
+                self.registry = Registry(self.root)
+            file = self.registry.file(path) if path else self.root / VENDOR_DIR / path
             self.cache[path] = load(file, path) if file.is_file() else None
         return self.cache[path]
 

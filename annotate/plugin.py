@@ -36,7 +36,7 @@ from annotate.errors import UserError
 from annotate.guard import recover_outputs
 from annotate.links import Links
 from annotate.notes import Sources
-from annotate.vendoring.sync import vendored_files, verify_vendored
+from annotate.vendoring.sync import vendored_files, verify_all
 from annotate.pages import diagrams, extras
 from annotate.pages.generate import generate
 from annotate.pages.nav import site_nav
@@ -73,7 +73,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         try:
             self.links = Links(self.root)
             if self.strict:  # publish only what the lock vouches for
-                verify_vendored(self.root, self.links.lock)
+                verify_all(self.root)
             traces = self._traces()
             ref_problems = self._resolve_references(files)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
