@@ -39,6 +39,7 @@ from annotate.notes import Sources
 from annotate.vendoring.sync import vendored_files, verify_all
 from annotate.pages import diagrams, extras
 from annotate.pages.generate import generate
+from annotate.pages.map_page import MAP_URI, MapPage, load_map, render_map
 from annotate.pages.nav import site_nav
 from annotate.pages.trace_pages import trace_pages
 from annotate.pages.trace_set import TraceSet, load_traces
@@ -49,7 +50,7 @@ from annotate.render.katex import Katex, MathError, shared
 log = logging.getLogger("mkdocs.plugins.annotate")
 #: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
 notice_log = logging.getLogger("annotate.traces")
-WATCHED = ("vendor", "notes", "traces")
+WATCHED = ("vendor", "notes", "traces", "map")
 _ARITHMATEX = ARITHMATEX
 
 
@@ -76,9 +77,15 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
                 verify_all(self.root)
             traces = self._traces()
             ref_problems = self._resolve_references(files)
+            three = self._three_framework_map()
+            ranges = self._referenced_ranges()
+            for path, spans in (three.ranges if three else {}).items():
+                ranges.setdefault(path, set()).update(spans)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
-                            links=self.links, ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
-            problems = site.problems + ref_problems
+                            links=self.links, ranges=ranges, prefetch=self.katex.prefetch)
+            problems = site.problems + ref_problems + (three.problems if three else [])
+            if three:
+                site.pages[MAP_URI] = three.markdown
             assets = site_assets(self.root)
             traced = trace_pages(self.root, traces)
         except UserError as exc:
@@ -109,6 +116,11 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         for line in traces.notices():   # device traces cannot be re-recorded here: reported, never fatal
             notice_log.warning(line)
         return traces
+
+    def _three_framework_map(self) -> MapPage | None:
+        """The 三框架映射 page from map/decoder-block.yml (None when the project has no map file)."""
+        rows = load_map(self.root)
+        return None if rows is None else render_map(self.root, rows, self.links)
 
     def _math(self, tex: str, display: bool) -> str:
         return self.katex.render(tex, display)
