@@ -32,6 +32,7 @@ def copy_project(dest: Path) -> Path:
     shutil.copy2(REPO / "mkdocs.yml", dest / "mkdocs.yml")
     shutil.copytree(REPO / "docs", dest / "docs")
     shutil.copytree(REPO / "notes", dest / "notes")
+    shutil.copytree(REPO / "map", dest / "map")
     (dest / "vendor").mkdir()
     for upstream in vendors(REPO):   # every upstream: its lock and its materialised folder
         shutil.copy2(REPO / upstream.lock_name, dest / upstream.lock_name)
