@@ -298,21 +298,22 @@ def note_anchors(files: list[NotesFile]) -> list[Anchor]:
 
 
 def all_anchors(root: Path) -> list[Anchor]:
-    """Every anchor the project holds: notes first, then prose references in docs/ (with origins)."""
-    from annotate import references  # references sits beside notes; imported late to keep load cheap
+    """Every anchor the project holds: notes first, then prose references in docs/, then the map's (with origins)."""
+    from annotate import framework_map, references  # they sit beside notes; imported late to keep load cheap
 
-    return note_anchors(load_all(root)) + [r.anchor for r in references.scan_docs(root)]
+    return (note_anchors(load_all(root)) + [r.anchor for r in references.scan_docs(root)]
+            + framework_map.map_anchors(root))
 
 
 def check(root: Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
     """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math."""
-    from annotate import references
+    from annotate import framework_map, references
 
     files = load_all(root)
     if math_check is not None:
         vet_math(files, math_check)
     sources = Sources(root)
-    anchors = note_anchors(files) + [r.anchor for r in references.scan_docs(root)]
+    anchors = note_anchors(files) + [r.anchor for r in references.scan_docs(root)] + framework_map.map_anchors(root)
     return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in anchors))
 
 

@@ -1,45 +1,24 @@
 """The generated 三框架映射 · Three-framework map page: one decoder block in nano-vllm, HF transformers, vLLM.
 
-Its data is ``map/decoder-block.yml``: rows (the steps of one block), one cell per framework, each a
-list of symbolic anchors (file › symbol › statement, ``nth``) and which variable holds which math
-value after the step. Nothing holds a line number: every anchor is resolved here against the
-vendored file of its upstream; an anchor that does not resolve is a problem (the strict build fails).
-Each statement links to its source page line (``…/modeling_qwen3.py.html#L270``, which highlights it)
-and to the upstream permalink at the pin; the statement text shown comes from the vendored file.
+Its data is ``map/decoder-block.yml`` (read by :mod:`annotate.framework_map`): every anchor is
+resolved here against the vendored file of its upstream; an anchor that does not resolve is a
+problem (the strict build fails). Each statement links to its source page line
+(``…/modeling_qwen3.py.html#L270``, which highlights it) and to the upstream permalink at the pin;
+the statement text shown comes from the vendored file.
 """
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from annotate import codec
 from annotate.anchors import Anchor, Resolution, resolve
-from annotate.codec import read_text
+from annotate.framework_map import FRAMEWORKS, MAP_FILE, Cell, Row, load_map
 from annotate.links import Links, page_url
-from annotate.notes import CheckEntry, Sources, parse_yaml
+from annotate.notes import CheckEntry, Sources
 
-MAP_FILE = "map/decoder-block.yml"
 MAP_URI = "map.md"
-FRAMEWORKS = {"nano-vllm": "nano-vllm", "transformers": "HF transformers", "vllm": "vLLM"}
-FIX = f"fix {MAP_FILE} (see its header comment for the format)"
-
-
-@dataclass(frozen=True)
-class Cell:
-    anchors: tuple[Anchor, ...]
-    holds: dict[str, str] = field(default_factory=dict)
-    zh: str = ""
-    en: str = ""
-
-
-@dataclass(frozen=True)
-class Row:
-    step: str
-    zh: str
-    en: str
-    cells: dict[str, Cell]
+__all__ = ["FRAMEWORKS", "MAP_FILE", "MAP_URI", "MapPage", "load_map", "render_map"]
 
 
 @dataclass
@@ -49,52 +28,6 @@ class MapPage:
     markdown: str
     problems: list[str]
     ranges: dict[str, set[tuple[int, int]]]
-
-
-def load_map(root: Path) -> list[Row] | None:
-    """The rows of the map file, validated; None when the project has no map file."""
-    path = root / MAP_FILE
-    if not path.is_file():
-        return None
-    data = parse_yaml(read_text(path, MAP_FILE), MAP_FILE)
-    at = codec.At(MAP_FILE, fix=FIX)
-    top = codec.obj(data, at)
-    rows = codec.field(top, "rows", at, codec.array)
-    return [_row(item, at.key("rows").index(i)) for i, item in enumerate(rows)]
-
-
-def _text(value: Any, at: codec.At) -> str:
-    return codec.string(value, at)
-
-
-def _row(value: Any, at: codec.At) -> Row:
-    row = codec.obj(value, at)
-    cells_at = at.key("cells")
-    cells = codec.field(row, "cells", at, codec.obj)
-    unknown = sorted(set(cells) - set(FRAMEWORKS) - {"__line__"})
-    if unknown:
-        cells_at.key(unknown[0]).fail(f"one of {', '.join(FRAMEWORKS)}", unknown[0])
-    return Row(step=codec.field(row, "step", at, _text), zh=codec.field(row, "zh", at, _text),
-               en=codec.field(row, "en", at, _text),
-               cells={name: _cell(cells[name], cells_at.key(name), row.get("step", "?"), name)
-                      for name in FRAMEWORKS if name in cells})
-
-
-def _cell(value: Any, at: codec.At, step: str, framework: str) -> Cell:
-    cell = codec.obj(value, at)
-    anchors = codec.field(cell, "anchors", at, codec.array)
-    holds = {k: codec.string(v, at.key("holds").key(k)) for k, v in
-             codec.field(cell, "holds", at, codec.obj, {}).items() if k != "__line__"}
-    return Cell(anchors=tuple(_anchor(a, at.key("anchors").index(i), f"{MAP_FILE}: {step} › {framework}")
-                              for i, a in enumerate(anchors)),
-                holds=holds, zh=codec.field(cell, "zh", at, _text, ""), en=codec.field(cell, "en", at, _text, ""))
-
-
-def _anchor(value: Any, at: codec.At, origin: str) -> Anchor:
-    item = codec.obj(value, at)
-    return Anchor(path=codec.field(item, "file", at, _text), symbol=codec.field(item, "symbol", at, _text),
-                  statement=codec.field(item, "statement", at, _text),
-                  nth=codec.field(item, "nth", at, lambda v, a: codec.integer(v, a, 0), 0), origin=origin)
 
 
 def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | None = None) -> MapPage:

@@ -116,6 +116,7 @@ class Source:
     commit: str = ""  # git: full commit
     files: dict[str, str] = field(default_factory=dict)  # local path -> sha256 of the materialised file
     include: tuple[str, ...] = ()  # the members to take (exact paths); () = nano-vllm's package and LICENSE
+    subdir: str = ""  # git: the folder of the tree the vendored paths live under ("src/" in HF's repository)
 
     def describe(self) -> str:
         if self.kind == "wheel":
@@ -124,7 +125,7 @@ class Source:
 
     def with_files(self, files: dict[str, str]) -> Source:
         return Source(self.kind, self.name, self.version, self.sha256, self.url, self.commit, dict(files),
-                      self.include)
+                      self.include, self.subdir)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind}
@@ -134,6 +135,8 @@ class Source:
             data.update(url=self.url, commit=self.commit)
         if self.include:
             data["include"] = list(self.include)
+        if self.subdir:
+            data["subdir"] = self.subdir
         data["files"] = dict(sorted(self.files.items()))
         return data
 
@@ -212,7 +215,7 @@ def lock_from_json(data: Any, path: Path | str = LOCK_NAME) -> Lock:
         files=codec.field(up, "files", up_at, _paths_of(_upstream_file)),
         tag=tag,
         repo_path=codec.field(up, "repo_path", up_at,
-                              lambda v, a: codec.string(v, a, r"(?:[A-Za-z0-9_.-]+/)*", "a folder like src/"), ""),
+                              lambda v, a: codec.string(v, a, r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*", "a folder like src/"), ""),
         built_from=codec.field(up, "built_from", up_at, lambda v, a: codec.string(v, a, r"[0-9a-f]{7,40}", "a commit id"), ""))
     src_at = at.key("source")
     src = codec.field(top, "source", at, codec.obj)
@@ -229,11 +232,12 @@ def lock_from_json(data: Any, path: Path | str = LOCK_NAME) -> Lock:
         raise UserError(f"{path}: source.kind {kind!r} is unknown; use \"wheel\" or \"git\"")
     files = codec.field(src, "files", src_at, _paths_of(text(HEX64, "a 64-hex sha256")), {})
     include = codec.field(src, "include", src_at, codec.list_of(safe_relative), [])
+    subdir = codec.field(src, "subdir", src_at, text(r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*", "a folder like src/"), "")
     if files:
         unlisted = sorted(set(upstream.files) - set(files))
         if unlisted:
             src_at.key("files").fail(f"an entry for every upstream file (missing {unlisted[0]})", "fewer")
-    return Lock(upstream=upstream, source=Source(kind=kind, files=files, include=tuple(include), **extra))
+    return Lock(upstream=upstream, source=Source(kind=kind, files=files, include=tuple(include), subdir=subdir, **extra))
 
 
 def lock_text(lock: Lock) -> str:

@@ -48,7 +48,7 @@ def fetch(source: Source, cache: Path) -> dict[str, bytes]:
     """The files the lock's source provides, verified; raises UserError on any problem."""
     if source.kind == "wheel":
         return wheel_files(fetch_wheel(source, cache), source.sha256, wanted(source))
-    return read_git(source.url, source.commit, want=wanted(source)).files
+    return read_git(source.url, source.commit, want=wanted(source), subdir=source.subdir).files
 
 
 # --- registry wheel -------------------------------------------------------------------------------
@@ -147,9 +147,10 @@ def sha256_file(path: Path) -> str:
 
 
 def read_git(url: str, rev: str, allow_dirty: bool = True,
-             want: Callable[[str], bool] = lambda name: WANTED.match(name) is not None) -> GitCommit:
+             want: Callable[[str], bool] = lambda name: WANTED.match(name) is not None, subdir: str = "") -> GitCommit:
     """Resolve ``rev`` in a git repository (local path or URL) and read the wanted files of its tree.
 
+    ``subdir`` (``src/``) is the tree folder the vendored paths live under; it is dropped from the keys.
     Files are read from git's objects, never from a work tree, so a checkout's local edits can
     not leak in; ``allow_dirty=False`` refuses a local checkout with uncommitted changes.
     """
@@ -157,10 +158,10 @@ def read_git(url: str, rev: str, allow_dirty: bool = True,
     if local.exists():
         if not allow_dirty:
             refuse_dirty(local)
-        return _read_repo(local, rev, url, want)
+        return _read_repo(local, rev, url, want, subdir)
     with tempfile.TemporaryDirectory() as tmp:
         _git(["clone", "--quiet", "--bare", url, tmp], url)
-        return _read_repo(Path(tmp), rev, url, want)
+        return _read_repo(Path(tmp), rev, url, want, subdir)
 
 
 def refuse_dirty(repo: Path) -> None:
@@ -173,7 +174,7 @@ def refuse_dirty(repo: Path) -> None:
                         "commit or stash them, then point at the commit")
 
 
-def _read_repo(repo: Path, rev: str, label: str, want: Callable[[str], bool]) -> GitCommit:
+def _read_repo(repo: Path, rev: str, label: str, want: Callable[[str], bool], subdir: str = "") -> GitCommit:
     try:
         commit = _git(["-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], label).strip()
     except UserError:
@@ -186,11 +187,11 @@ def _read_repo(repo: Path, rev: str, label: str, want: Callable[[str], bool]) ->
     for entry in filter(None, listing.split("\0")):
         info, name = entry.split("\t", 1)
         mode, kind, obj = info.split()
-        if not want(name):
+        if not name.startswith(subdir) or not want(name[len(subdir):]):
             continue
         check_member(name, f"{label}@{commit[:12]}", is_link=mode == "120000")
         if kind == "blob":
-            files[name] = _git_bytes(["-C", str(repo), "cat-file", "blob", obj], label)
+            files[name[len(subdir):]] = _git_bytes(["-C", str(repo), "cat-file", "blob", obj], label)
     return GitCommit(commit=commit, committed=meta[0].strip(), subject=meta[1].strip() if len(meta) > 1 else "",
                      files=files)
 
