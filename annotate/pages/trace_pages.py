@@ -44,7 +44,7 @@ def trace_pages(root: Path, traces: TraceSet) -> TracePages:
     out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
     out.pages[INDEX] = overview(view, traces)
     out.pages[kernels_page.URI] = kernels_page.render(root, traces, _href(kernels_page.URI))
-    out.pages[numerics_page.URI] = numerics_page.render(traces, _href(numerics_page.URI))
+    out.pages[numerics_page.URI] = numerics_page.render(traces, _href(numerics_page.URI), root)
     return out
 
 
