@@ -77,7 +77,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
                 verify_all(self.root)
             traces = self._traces()
             ref_problems = self._resolve_references(files)
-            three = self._three_framework_map()
+            three = self._three_framework_map(traces)
             ranges = self._referenced_ranges()
             for path, spans in (three.ranges if three else {}).items():
                 ranges.setdefault(path, set()).update(spans)
@@ -117,10 +117,12 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             notice_log.warning(line)
         return traces
 
-    def _three_framework_map(self) -> MapPage | None:
-        """The 三框架映射 page from map/decoder-block.yml (None when the project has no map file)."""
+    def _three_framework_map(self, traces: TraceSet) -> MapPage | None:
+        """The 三框架映射 page from map/decoder-block.yml (None when the project has no map file), with the
+        identities the default trace found by comparison."""
         rows = load_map(self.root)
-        return None if rows is None else render_map(self.root, rows, self.links)
+        view = next((v for v in traces.views if not v.pin_moved), None)
+        return None if rows is None else render_map(self.root, rows, self.links, trace=view.trace if view else None)
 
     def _math(self, tex: str, display: bool) -> str:
         return self.katex.render(tex, display)

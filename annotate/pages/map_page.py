@@ -11,10 +11,12 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from annotate.anchors import Anchor, Resolution, resolve
 from annotate.framework_map import FRAMEWORKS, MAP_FILE, Cell, Row, load_map
 from annotate.links import Links, page_url
+from annotate.pages.hf_values import same_bytes
 from annotate.notes import CheckEntry, Sources
 
 MAP_URI = "map.md"
@@ -30,8 +32,13 @@ class MapPage:
     ranges: dict[str, set[tuple[int, int]]]
 
 
-def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | None = None) -> MapPage:
-    """Resolve every anchor and write the page (Chinese first); unresolved anchors become problems."""
+def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | None = None,
+               trace: Any = None) -> MapPage:
+    """Resolve every anchor and write the page (Chinese first); unresolved anchors become problems.
+
+    ``trace`` (a loaded nano-vllm trace whose ``summary.hf_lines`` holds HF's traced lines) adds the
+    identities found by comparison: which variable on which line of each framework held x, x₁, x₂.
+    """
     sources = sources or Sources(root)
     problems: list[str] = []
     ranges: dict[str, set[tuple[int, int]]] = {}
@@ -49,7 +56,98 @@ def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | Non
                 f"{_intro(links)}\n\n"
                 f'<div class="an-map"><table><thead><tr><th>步骤 Step</th>{head}</tr></thead>'
                 f'<tbody>{"".join(body)}</tbody></table></div>\n')
+    if trace is not None:
+        markdown += "\n" + _identities(rows, sources, trace, links)
     return MapPage(markdown, problems, ranges)
+
+
+#: the math variables the identities table follows, with their labels
+FOLLOWED = (("x", "x"), ("x1", "x₁"), ("rmsnorm2", "RMSNorm₂(x₁)"), ("mlp", "m = MLP(·)"), ("x2", "x₂"))
+
+
+def _anchored_lines(rows: list[Row], framework: str, sources: Sources) -> dict[str, set[int]]:
+    """file -> the lines the map's cells of one framework resolve to (every line of a multi-line statement)."""
+    out: dict[str, set[int]] = {}
+    for row in rows:
+        cell = row.cells.get(framework)
+        for anchor in cell.anchors if cell else ():
+            res = resolve(anchor, sources.get(anchor.path))
+            if res.ok and res.span:
+                out.setdefault(anchor.path, set()).update(range(res.span[0], res.span[1] + 1))
+    return out
+
+
+def _nano_hits(trace: Any, lines: dict[str, set[int]], key: str) -> tuple[str, int, str, list[tuple[int, float, float]]] | None:
+    """The map line of nano-vllm whose recorded variable is `key` in the most layers, with per-layer max|Δ|
+    and ulps at scale (max |Δ| in ulps of the largest value: near-zero sign flips make raw ulps meaningless)."""
+    best: tuple[int, tuple[str, int, str, list[tuple[int, float, float]]]] | None = None
+    for path, numbers in lines.items():
+        for line in sorted(numbers):
+            for name in ("residual", "hidden_states", "x", "_"):
+                per_layer: dict[int, tuple[float, float]] = {}
+                for rec in trace.at(path, line):
+                    var = rec.var(name)
+                    m = var.matched if var else None
+                    if m and m["key"] == key and m["layer"] not in per_layer:
+                        per_layer[m["layer"]] = (float(m["max_abs"]), float(m.get("scale_ulps", 0.0)))
+                if per_layer and (best is None or len(per_layer) > best[0]):
+                    best = (len(per_layer), (path, line, name, [(k, *per_layer[k]) for k in sorted(per_layer)]))
+    return best[1] if best else None
+
+
+def _hf_hit(hf: dict[str, Any], lines: set[int], key: str) -> tuple[int, str] | None:
+    """The map line of HF whose traced variable is `key` in the most layers (found by comparison)."""
+    found: dict[tuple[int, str], set[int]] = {}
+    for entry in hf.get("lines", []):
+        if entry["line"] in lines and entry["identity"] == key:
+            found.setdefault((entry["line"], entry["var"]), set()).add(entry["layer"])
+    hits = sorted(found, key=lambda k: (-len(found[k]), k))
+    return hits[0] if hits else None
+
+
+def _identities(rows: list[Row], sources: Sources, trace: Any, links: Links) -> str:
+    """Per math variable: the nano-vllm line and variable and the HF line and variable that held it, by comparison."""
+    hf = trace.summary.get("hf_lines") or {}
+    head = ("## 按比较找到的等价 · Identities found by comparison\n\n"
+            "下面每一行都不是按行号假定的：nano-vllm 的值来自运行轨迹，HF 的值来自同一个行记录器在 HF transformers 的 "
+            "Qwen3（eager）上逐行记录，再与 HF 的数学变量逐一比较。max |Δ| 与 ulps 是 nano-vllm 对 HF 的距离，逐层列出。"
+            " None of these rows is assumed from line numbers: nano-vllm's values come from the trace, HF's from the same line "
+            "recorder run over HF transformers' Qwen3 (eager), each compared with HF's math variables. max |Δ| and ulps "
+            "are nano-vllm's distance to HF, per layer.\n\n"
+            f"**Trace:** {html.escape(trace.provenance())}\n\n")
+    if hf.get("skipped") or not hf.get("lines"):
+        why = hf.get("skipped") or "this trace has no HF line records (re-record it with `annotate trace --force`)"
+        return head + f"HF 的行没有记录 — HF's lines were not traced: {html.escape(why)}\n"
+    hf_file = hf.get("file", "")
+    if not same_bytes(sources.root, hf_file, hf.get("sha256", "")):
+        return head + ("HF 的行是在另一份字节上记录的 — HF's lines were recorded against other bytes than today's "
+                       f"vendored {html.escape(hf_file)}: re-record the trace (`annotate trace --force`)\n")
+    nano_lines = _anchored_lines(rows, "nano-vllm", sources)
+    hf_lines = _anchored_lines(rows, "transformers", sources).get(hf_file, set())
+    out = []
+    for key, label in FOLLOWED:
+        nano = _nano_hits(trace, nano_lines, key)
+        peer = _hf_hit(hf, hf_lines, key)
+        if nano is None and peer is None:
+            continue
+        cells = [f"<td>{html.escape(label)}</td>"]
+        if nano:
+            path, line, var, per_layer = nano
+            cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, path, line))}">'
+                         f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code></td>')
+            cells.append("<td>" + "; ".join(f"ℓ{layer}: {d:.3g} ({u:g} ulp)" for layer, d, u in per_layer) + "</td>")
+        else:
+            cells += ["<td>—</td>", "<td>—</td>"]
+        if peer:
+            line, var = peer
+            cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, hf_file, line))}">'
+                         f'{html.escape(hf_file.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code></td>')
+        else:
+            cells.append("<td>—</td>")
+        out.append(f'<tr data-math="{html.escape(key)}">{"".join(cells)}</tr>')
+    return (head + '<div class="an-table"><table class="an-map-identities"><thead><tr><th>量 quantity</th>'
+            "<th>nano-vllm</th><th>逐层 max |Δ| vs HF（按量级的 ulp） per layer (ulps at scale)</th><th>HF transformers</th></tr></thead>"
+            f'<tbody>{"".join(out)}</tbody></table></div>\n')
 
 
 def _intro(links: Links) -> str:
