@@ -6,7 +6,7 @@ module cannot be imported here (it pulls in vLLM's platform, env and custom-op m
 is not installed), but the op's own module needs only torch and one decorator, ``register_op`` from
 ``vllm.ir.op``, which registers the op with vLLM's dispatcher. So the *vendored* op file is executed
 as it is, under a private package name, with that one decorator replaced by a stand-in that returns
-the function unchanged. The CUDA C kernel (``torch.ops._C.fused_add_rms_norm``) needs the compiled
+the function unchanged. The CUDA C kernel (an op of vLLM's compiled ``_C`` extension) needs the compiled
 extension and a GPU: it is not run.
 
 For every ``add_rms_forward`` call whose tensors a trace saved (the ``tiny`` preset), the op gets the
