@@ -83,3 +83,11 @@ def test_the_strict_build_fails_when_a_map_anchor_stops_resolving(project: Path)
     with pytest.raises(UserError, match=r"modeling_qwen3\.py.*return hidden_states \* 2"):
         build_site(project, project / "site", strict=True)
     assert not (project / "site").exists()
+
+
+def test_the_lessons_step_links_name_steps_of_the_map(rows) -> None:
+    """The lesson's two-layer section links each step to its map row (`map.md#step-…`): every one exists."""
+    text = (REPO / "docs/lesson.md").read_text(encoding="utf-8")
+    linked = re.findall(r"\]\(map\.md#step-([a-z0-9-]+)\)", text)
+    assert len(linked) >= 8
+    assert set(linked) <= {r.step for r in rows}
