@@ -320,7 +320,7 @@ def render(plan: UpdatePlan, applied: bool) -> str:
     """The human report: the two pins, files that differ, then every anchor that is not unchanged."""
     old, new = plan.old, plan.new
     lines = [f"upstream  {new.upstream.repo}",
-             f"from      {old.upstream.ref}  ({old.upstream.committed}, {old.upstream.subject})",
+             f"from      {old.upstream.ref}  ({', '.join(x for x in (old.upstream.committed, old.upstream.subject) if x)})",
              f"          source {old.source.describe()}",
              f"to        {new.upstream.commit}  ({new.upstream.committed}, {new.upstream.subject})",
              f"          source {new.source.describe()}", ""]

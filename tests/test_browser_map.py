@@ -1,12 +1,13 @@
 """The map page in real headless Chromium (file://): a click on each framework's statement lands on
-that framework's source page with exactly the resolved line highlighted."""
+that framework's source page with exactly the resolved line highlighted; HF's page shows its traced lines
+(on the traced site: this checkout's traces, else the tiny session trace)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["site_fixtures", "browser_fixtures"]
+pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]
 pytestmark = pytest.mark.browser
 
 pytest.importorskip("playwright.sync_api")
@@ -45,4 +46,28 @@ def test_map_link_lands_on_the_highlighted_line(browser, built_site: Path, artif
     assert highlighted == [line]
     assert statement.split(" = ")[0] in tab.locator(f"#L{line}").inner_text()
     tab.screenshot(path=str(artifacts / f"map-{framework}.png"))
+    context.close()
+
+
+def test_hf_page_has_traced_values_panels(browser, traced_site: Path) -> None:
+    """HF's own traced lines: the panel under the x₁ line opens and names x₁ for layer 0, Chinese first."""
+    from annotate.anchors import Anchor, resolve
+    from annotate.notes import Sources
+
+    path = "transformers/models/qwen3/modeling_qwen3.py"
+    line = resolve(Anchor(path, "Qwen3DecoderLayer.forward", "hidden_states = residual + hidden_states"),
+                   Sources(REPO).get(path)).span[0]
+    page = traced_site / "source" / f"{path}.html"
+    if 'class="an-hf-values"' not in page.read_text(encoding="utf-8"):
+        pytest.skip("the default trace has no HF line records (re-record it: `annotate trace --force`)")
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.goto(page.as_uri() + f"#L{line}")
+    panel = tab.locator(f"#hf-values-L{line}")
+    assert panel.count() == 1
+    summary = panel.locator("summary")
+    assert summary.inner_text().index("值 values") < summary.inner_text().index("traced")
+    summary.click()
+    assert panel.get_attribute("open") is not None
+    assert "x₁⁽0⁾" in panel.inner_text()
     context.close()
