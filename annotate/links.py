@@ -10,7 +10,7 @@ import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annotate.vendoring import LOCK_NAME, VENDOR_DIR, LineMap, Lock, line_map, read_lock
+from annotate.vendoring import LineMap, Lock, Registry, line_map
 from annotate.vendoring.status import FileStatus, file_status
 
 SOURCE_DIR = "source"
@@ -41,30 +41,38 @@ def relative(from_src_uri: str, to_src_uri: str) -> str:
 
 @dataclass
 class Links:
-    """Line maps and the lock of one project, loaded once."""
+    """Line maps and the locks of one project (every upstream), loaded once.
+
+    ``lock`` is the primary upstream's (nano-vllm); :meth:`lock_for` gives the lock of the
+    upstream that holds a path.
+    """
 
     root: Path
     lock: Lock | None = None
     maps: dict[str, LineMap] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.lock is None:
-            self.lock = read_lock(self.root / LOCK_NAME)
+        self.registry = Registry(self.root, {} if self.lock is None else {"nano-vllm": self.lock})
+        self.lock = self.registry.lock(self.registry.all[0])
+
+    def lock_for(self, path: str) -> Lock:
+        return self.registry.lock_of(path)
 
     def file_status(self, path: str) -> FileStatus:
         """Identical to upstream, differs (with local-only line ranges) or local-only file: `vendor status`'s facts."""
-        assert self.lock is not None
-        return file_status(self.root / VENDOR_DIR, path, self.lock)
+        owner = self.registry.owner(path)
+        return file_status(self.root / owner.dir, path, self.registry.lock(owner))
 
     def line_map(self, path: str) -> LineMap:
         if path not in self.maps:
-            self.maps[path] = line_map(self.root, path, self.lock)
+            owner = self.registry.owner(path)
+            self.maps[path] = line_map(self.root, path, self.registry.lock(owner), owner)
         return self.maps[path]
 
     def permalink(self, path: str, start: int, end: int | None = None) -> str | None:
         """Upstream permalink for local lines start..end, or None when any of them is local-only."""
-        assert self.lock is not None
-        if path not in self.lock.upstream.files:
+        lock = self.lock_for(path)
+        if path not in lock.upstream.files:
             return None
         span = self.line_map(path).upstream_span(start, end or start)
-        return None if span is None else self.lock.upstream.permalink(path, *span)
+        return None if span is None else lock.upstream.permalink(path, *span)

@@ -34,6 +34,7 @@ from annotate.errors import UserError
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
 from annotate.vendoring.lock import VENDOR_DIR
+from annotate.vendoring.registry import Registry
 from annotate.vendoring.sync import vendored_files
 
 NOTES_DIR = "notes"
@@ -268,10 +269,13 @@ class Sources:
 
     root: Path
     cache: dict[str, SourceFile | None] = field(default_factory=dict)
+    registry: Registry | None = None  # which upstream's folder holds a path (read on first use)
 
     def get(self, path: str) -> SourceFile | None:
         if path not in self.cache:
-            file = self.root / VENDOR_DIR / path
+            if self.registry is None:
+                self.registry = Registry(self.root)
+            file = self.registry.file(path) if path else self.root / VENDOR_DIR / path
             self.cache[path] = load(file, path) if file.is_file() else None
         return self.cache[path]
 
@@ -286,21 +290,22 @@ def note_anchors(files: list[NotesFile]) -> list[Anchor]:
 
 
 def all_anchors(root: Path) -> list[Anchor]:
-    """Every anchor the project holds: notes first, then prose references in docs/ (with origins)."""
-    from annotate import references  # references sits beside notes; imported late to keep load cheap
+    """Every anchor the project holds: notes first, then prose references in docs/, then the map's (with origins)."""
+    from annotate import framework_map, references  # they sit beside notes; imported late to keep load cheap
 
-    return note_anchors(load_all(root)) + [r.anchor for r in references.scan_references(root)]
+    return (note_anchors(load_all(root)) + [r.anchor for r in references.scan_references(root)]
+            + framework_map.map_anchors(root))
 
 
 def check(root: Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
     """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math."""
-    from annotate import references
+    from annotate import framework_map, references
 
     files = load_all(root)
     if math_check is not None:
         vet_math(files, math_check)
     sources = Sources(root)
-    anchors = note_anchors(files) + [r.anchor for r in references.scan_references(root)]
+    anchors = note_anchors(files) + [r.anchor for r in references.scan_references(root)] + framework_map.map_anchors(root)
     return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in anchors))
 
 

@@ -40,9 +40,10 @@ from annotate.errors import UserError
 from annotate.guard import recover_outputs
 from annotate.links import Links
 from annotate.notes import Sources
-from annotate.vendoring.sync import vendored_files, verify_vendored
+from annotate.vendoring.sync import vendored_files, verify_all
 from annotate.pages import diagrams, extras
 from annotate.pages.generate import generate
+from annotate.pages.map_page import MAP_URI, MapPage, load_map, render_map
 from annotate.pages.nav import site_nav
 from annotate.pages.trace_pages import trace_pages
 from annotate.pages.trace_set import TraceSet, load_traces
@@ -54,7 +55,7 @@ from annotate.render import offline
 log = logging.getLogger("mkdocs.plugins.annotate")
 #: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
 notice_log = logging.getLogger("annotate.traces")
-WATCHED = ("vendor", "notes", "traces")
+WATCHED = ("vendor", "notes", "traces", "map")
 _ARITHMATEX = ARITHMATEX
 
 
@@ -78,12 +79,18 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         try:
             self.links = Links(self.root)
             if self.strict:  # publish only what the lock vouches for
-                verify_vendored(self.root, self.links.lock)
+                verify_all(self.root)
             traces = self.traces = self._traces()
             ref_problems = self._resolve_references(files)
+            three = self._three_framework_map(traces)
+            ranges = self._referenced_ranges()
+            for path, spans in (three.ranges if three else {}).items():
+                ranges.setdefault(path, set()).update(spans)
             site = generate(self.root, self._math, self.katex.check, extras.providers(self.root, traces),
-                            links=self.links, ranges=self._referenced_ranges(), prefetch=self.katex.prefetch)
-            problems = site.problems + ref_problems
+                            links=self.links, ranges=ranges, prefetch=self.katex.prefetch)
+            problems = site.problems + ref_problems + (three.problems if three else [])
+            if three:
+                site.pages[MAP_URI] = three.markdown
             assets = site_assets(self.root)
             traced = trace_pages(self.root, traces)
         except UserError as exc:
@@ -91,8 +98,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         self._report(problems)
         for uri, text in {**site.pages, **site.files, **traced.pages, **traced.files}.items():
             files.append(File.generated(config, uri, content=text))
-        for uri, path in assets.items():
-            files.append(File.generated(config, uri, abs_src_path=str(path)))
+        for uri, asset in assets.items():
+            files.append(File.generated(config, uri, abs_src_path=str(asset)))
         if self.auto_nav:
             config.nav = site_nav(f.src_uri for f in files.documentation_pages())
         return files
@@ -114,6 +121,13 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         for line in traces.notices():   # device traces cannot be re-recorded here: reported, never fatal
             notice_log.warning(line)
         return traces
+
+    def _three_framework_map(self, traces: TraceSet) -> MapPage | None:
+        """The 三框架映射 page from map/decoder-block.yml (None when the project has no map file), with the
+        identities the default trace found by comparison."""
+        rows = load_map(self.root)
+        view = next((v for v in traces.views if not v.pin_moved), None)
+        return None if rows is None else render_map(self.root, rows, self.links, trace=view.trace if view else None)
 
     def _math(self, tex: str, display: bool) -> str:
         return self.katex.render(tex, display)

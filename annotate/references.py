@@ -33,6 +33,8 @@ from annotate.markdown_scan import DOCS_DIR, prose_lines, replace_outside_code
 from annotate.vendoring.sync import vendored_files
 from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
 
+#: the primary upstream's package folder (nano-vllm's files all live under it)
+PRIMARY_PACKAGE = "nanovllm/"
 _REF = re.compile(r"\[\[(?P<body>[^\n]+?)\]\](?!\])")
 _SEP = re.compile(r"\s+(?:›|>)\s+")
 _NTH = re.compile(r"\s*\(nth=(\d+)\)\s*$")
@@ -76,12 +78,18 @@ def parse_reference(body: str, page: str, line: int, files: list[str]) -> tuple[
 
 
 def find_file(written: str, files: list[str], where: str) -> str:
-    """The vendored path whose tail is ``written`` (exact path first); unknown or ambiguous: error."""
+    """The vendored path whose tail is ``written`` (exact path first); unknown or ambiguous: error.
+
+    Several upstreams may hold a file of one name (``qwen3.py``): a tail then means the primary
+    upstream's file (nano-vllm, the one this site reads) when exactly one of those matches; another
+    upstream's file takes a tail unique to it (``modeling_qwen3.py``, ``models/qwen2.py``).
+    """
     if written in files:
         return written
     tails = [f for f in files if f.endswith("/" + written.lstrip("/"))]
-    if len(tails) == 1:
-        return tails[0]
+    primary = [f for f in tails if f.startswith(PRIMARY_PACKAGE)]
+    if len(tails) == 1 or len(primary) == 1:
+        return (primary or tails)[0]
     if not tails:
         raise BadReference(f"{where}: reference to {written!r}: no such vendored file (see `annotate vendor status`)")
     raise BadReference(f"{where}: reference to {written!r} is ambiguous ({', '.join(tails)}); write more of the path")

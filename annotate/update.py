@@ -25,8 +25,6 @@ from annotate.errors import UserError
 from annotate.notes import all_anchors
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import (
-    LOCK_NAME,
-    VENDOR_DIR,
     Lock,
     Source,
     Upstream,
@@ -36,7 +34,8 @@ from annotate.vendoring.lock import (
     read_lock,
     sha256_bytes,
 )
-from annotate.vendoring.sources import GitCommit, read_git
+from annotate.vendoring.registry import NANO_VLLM, Vendor
+from annotate.vendoring.sources import GitCommit, read_git, wanted
 from annotate.vendoring.sync import stage, vendor_writer
 
 UNCHANGED = "unchanged"
@@ -120,6 +119,7 @@ class UpdatePlan:
     anchors: tuple[AnchorReport, ...]
     lock_sha256: str  # the lock the plan was made from; apply refuses if it changed since
     warnings: tuple[str, ...] = ()
+    upstream: Vendor = NANO_VLLM  # whose pin moves
 
     @property
     def needs_fixing(self) -> list[AnchorReport]:
@@ -140,14 +140,21 @@ class UpdatePlan:
 
 
 def plan_update(root: Path, url_or_path: str, rev: str, repo_url: str | None = None,
-                anchors: AnchorCollector | None = None) -> UpdatePlan:
-    """Read ``rev`` from the git source and plan the update of ``root``'s vendor pin to it."""
-    read_lock(root / LOCK_NAME)  # a broken lock is reported before any slow work
-    return plan_from_commit(root, read_source(url_or_path, rev), url_or_path, repo_url, anchors)
+                anchors: AnchorCollector | None = None, upstream: Vendor = NANO_VLLM) -> UpdatePlan:
+    """Read ``rev`` from the git source and plan the update of ``root``'s pin of ``upstream`` to it."""
+    lock = read_lock(root / upstream.lock_name)  # a broken lock is reported before any slow work
+    return plan_from_commit(root, read_source(url_or_path, rev, lock, upstream), url_or_path, repo_url, anchors,
+                            upstream)
 
 
-def read_source(url_or_path: str, rev: str) -> GitCommit:
-    """The commit's wanted files; refuses a missing folder, a non-repository, a dirty checkout, a bad rev."""
+def read_source(url_or_path: str, rev: str, lock: Lock | None = None, upstream: Vendor = NANO_VLLM) -> GitCommit:
+    """The commit's wanted files; refuses a missing folder, a non-repository, a dirty checkout, a bad rev.
+
+    nano-vllm takes its whole package; another upstream exactly the files its lock includes, read
+    from the repository folder its permalinks name (``src/`` for HF transformers).
+    """
+    if not upstream.primary and lock is not None:
+        return _read_included(url_or_path, rev, lock)
     if not _URL.match(url_or_path):
         local = Path(url_or_path).expanduser()
         if not local.is_dir():
@@ -163,16 +170,21 @@ def read_source(url_or_path: str, rev: str) -> GitCommit:
 
 
 def plan_from_commit(root: Path, commit: GitCommit, url_or_path: str, repo_url: str | None = None,
-                     anchors: AnchorCollector | None = None) -> UpdatePlan:
-    """Build the new lock from ``commit`` and report every anchor and file against the old pin."""
-    lock_path = root / LOCK_NAME
+                     anchors: AnchorCollector | None = None, upstream: Vendor = NANO_VLLM) -> UpdatePlan:
+    """Build the new lock from ``commit`` and report every anchor and file against the old pin.
+
+    Only the anchors into this upstream's files are reported (another upstream's notes are not its business).
+    """
+    lock_path = root / upstream.lock_name
     lock_bytes = lock_path.read_bytes()
     old = read_lock(lock_path)
     new = new_lock(old, commit, url_or_path, repo_url)
-    old_files = _read_vendor(root / VENDOR_DIR, old)
+    old_files = _read_vendor(root / upstream.dir, old)
     found, warnings = _collect(root, anchors)
+    mine = set(old.upstream.files) | set(old.source.files) | set(commit.files)
+    found = [a for a in found if a.path in mine or (upstream.primary and not a.path)]
     if old_files is None:
-        warnings.append(f"{VENDOR_DIR} is not materialised: old lines are unknown (run `annotate vendor sync` first "
+        warnings.append(f"{upstream.dir} is not materialised: old lines are unknown (run `annotate vendor sync` first "
                         "for a full report)")
     reports = tuple(report_anchors(found, old, old_files or {}, new, commit.files))
     if _is_local(url_or_path):
@@ -180,17 +192,40 @@ def plan_from_commit(root: Path, commit: GitCommit, url_or_path: str, repo_url: 
                         "the same path: re-run with the repository URL before committing the lock")
     return UpdatePlan(old=old, new=new, files=dict(commit.files),
                       file_changes=tuple(file_changes(old, new)), anchors=reports,
-                      lock_sha256=sha256_bytes(lock_bytes), warnings=tuple(warnings))
+                      lock_sha256=sha256_bytes(lock_bytes), warnings=tuple(warnings), upstream=upstream)
+
+
+def _read_included(url_or_path: str, rev: str, lock: Lock) -> GitCommit:
+    """The files an include-list upstream's lock names, from ``rev``; every one must be there."""
+    _refuse_non_repo(url_or_path)
+    subdir = lock.upstream.repo_path
+    commit = read_git(url_or_path, rev, allow_dirty=False, want=wanted(lock.source), subdir=subdir)
+    missing = sorted(set(lock.source.include) - set(commit.files))
+    if missing:
+        raise UserError(f"{url_or_path} @ {commit.commit[:12]}: lacks {subdir}{missing[0]}; pass a commit of "
+                        f"{lock.upstream.repo} that has every file the lock includes")
+    return commit
+
+
+def _refuse_non_repo(url_or_path: str) -> None:
+    if not _URL.match(url_or_path):
+        local = Path(url_or_path).expanduser()
+        if not local.is_dir():
+            raise UserError(f"{url_or_path}: no such folder; pass a clone of the upstream or its URL to --git")
+        if _git_dir(local) is None:
+            raise UserError(f"{url_or_path}: not a git repository; pass a clone (git clone URL) or its URL")
 
 
 def new_lock(old: Lock, commit: GitCommit, url_or_path: str, repo_url: str | None) -> Lock:
     """The lock pinning ``commit``: upstream facts recomputed from its bytes, source = this git source."""
     facts = {path: UpstreamFile.of(data) for path, data in sorted(commit.files.items())}
     upstream = Upstream(repo=permalink_base(url_or_path, repo_url, old.upstream.repo), commit=commit.commit,
-                        committed=commit.committed, subject=commit.subject, files=facts)
+                        committed=commit.committed, subject=commit.subject, files=facts,
+                        repo_path=old.upstream.repo_path)  # a full commit is known now: no tag needed
     url = str(Path(url_or_path).expanduser().resolve()) if _is_local(url_or_path) else url_or_path
     hashes = {path: sha256_bytes(data) for path, data in sorted(commit.files.items())}
-    return Lock(upstream=upstream, source=Source(kind="git", url=url, commit=commit.commit, files=hashes))
+    return Lock(upstream=upstream, source=Source(kind="git", url=url, commit=commit.commit, files=hashes,
+                                                 include=old.source.include, subdir=old.upstream.repo_path))
 
 
 def permalink_base(url_or_path: str, repo_url: str | None, old_repo: str) -> str:
@@ -251,12 +286,12 @@ def apply_update(root: Path, plan: UpdatePlan) -> None:
 
     On any failure (or interrupt) the previous vendor copy and lock are left exactly as they were.
     """
-    with vendor_writer(root):
+    with vendor_writer(root, plan.upstream):
         _apply(root, plan)
 
 
 def _apply(root: Path, plan: UpdatePlan) -> None:
-    lock_path, vendor = root / LOCK_NAME, root / VENDOR_DIR
+    lock_path, vendor = root / plan.upstream.lock_name, root / plan.upstream.dir
     if not lock_path.is_file() or sha256_bytes(lock_path.read_bytes()) != plan.lock_sha256:
         raise UserError(f"{lock_path}: changed since the update was planned; run `annotate vendor update` again")
     lock_from_json(plan.new.to_json())  # the new lock must read back before it is written
@@ -283,7 +318,7 @@ def render(plan: UpdatePlan, applied: bool) -> str:
     """The human report: the two pins, files that differ, then every anchor that is not unchanged."""
     old, new = plan.old, plan.new
     lines = [f"upstream  {new.upstream.repo}",
-             f"from      {old.upstream.commit}  ({old.upstream.committed}, {old.upstream.subject})",
+             f"from      {old.upstream.ref}  ({', '.join(x for x in (old.upstream.committed, old.upstream.subject) if x)})",
              f"          source {old.source.describe()}",
              f"to        {new.upstream.commit}  ({new.upstream.committed}, {new.upstream.subject})",
              f"          source {new.source.describe()}", ""]
@@ -313,7 +348,7 @@ def render(plan: UpdatePlan, applied: bool) -> str:
 
 def _verdict(plan: UpdatePlan, applied: bool) -> str:
     short = plan.new.upstream.commit[:12]
-    head = (f"updated {VENDOR_DIR} and {LOCK_NAME} to {short}" if applied
+    head = (f"updated {plan.upstream.dir} and {plan.upstream.lock_name} to {short}" if applied
             else "dry run: nothing was written (drop --dry-run to apply)")
     broken = len(plan.needs_fixing)
     if not broken:

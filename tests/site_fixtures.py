@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from annotate.cli.site import build_site
+from annotate.vendoring import vendors
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -31,9 +32,11 @@ def copy_project(dest: Path) -> Path:
     shutil.copy2(REPO / "mkdocs.yml", dest / "mkdocs.yml")
     shutil.copytree(REPO / "docs", dest / "docs")
     shutil.copytree(REPO / "notes", dest / "notes")
+    shutil.copytree(REPO / "map", dest / "map")
     (dest / "vendor").mkdir()
-    shutil.copy2(REPO / "vendor/nano-vllm.lock.json", dest / "vendor/nano-vllm.lock.json")
-    shutil.copytree(REPO / "vendor/nano-vllm", dest / "vendor/nano-vllm", ignore=shutil.ignore_patterns("__pycache__"))
+    for upstream in vendors(REPO):   # every upstream: its lock and its materialised folder
+        shutil.copy2(REPO / upstream.lock_name, dest / upstream.lock_name)
+        shutil.copytree(REPO / upstream.dir, dest / upstream.dir, ignore=shutil.ignore_patterns("__pycache__"))
     os.symlink(REPO / "node_modules", dest / "node_modules")
     for cached in (REPO / ".cache").glob("claims-*.json"):  # the lesson's computed numbers (keyed by vendor hashes)
         (dest / ".cache").mkdir(exist_ok=True)

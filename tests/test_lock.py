@@ -94,3 +94,30 @@ def test_missing_keys_are_named(mutate, message: str) -> None:
     mutate(data)
     with pytest.raises(UserError, match=message):
         lock_from_json(data)
+
+
+def test_tag_pinned_locks_of_hf_and_vllm() -> None:
+    """HF transformers and vLLM are pinned by wheel sha256 and tag; permalinks put the repo folder back."""
+    hf = read_lock(REPO / "vendor/transformers.lock.json")
+    path = "transformers/models/qwen3/modeling_qwen3.py"
+    assert hf.upstream.commit == "" and hf.upstream.ref == "v4.57.6" and hf.source.include == (path,)
+    assert hf.source.sha256 == "4c9e9de11333ddfe5114bc872c9f370509198acf0b87a832a0ab9458e2bd0550"
+    assert hf.upstream.files[path].blob == "81b16c4ee6b6eb30acc531bf8cddd31d07065ac1"
+    assert len(hf.upstream.files[path].line_hashes) == 528
+    assert hf.upstream.permalink(path, 270) == (
+        "https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/models/qwen3/modeling_qwen3.py#L270")
+    vllm = read_lock(REPO / "vendor/vllm.lock.json")
+    assert vllm.source.sha256 == "4b6bdec4ab269990bf70d45a3c1e94c3760a27064513760193b26d6f0da883aa"
+    assert vllm.upstream.built_from == "4ba787ec9" and "4ba787ec9" in vllm.upstream.pin_words
+    assert vllm.upstream.files["vllm/model_executor/models/qwen3.py"].blob.startswith("31d1a094")
+
+
+def test_a_lock_without_commit_needs_a_tag() -> None:
+    data = json.loads((REPO / "vendor/transformers.lock.json").read_text(encoding="utf-8"))
+    del data["upstream"]["tag"]
+    with pytest.raises(UserError, match=r"\$\.upstream\.commit: expected a full 40-hex commit"):
+        lock_from_json(data, "t.lock.json")
+    data = json.loads((REPO / "vendor/transformers.lock.json").read_text(encoding="utf-8"))
+    data["source"]["include"] = ["../etc/passwd"]
+    with pytest.raises(UserError, match=r"include"):
+        lock_from_json(data, "t.lock.json")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import ROOT, _need_vendor
 
-VENDOR = ROOT / "vendor" / "nano-vllm"
+VENDOR = ROOT / "vendor"   # every upstream's materialised folder (vendor/<name>/), not only nano-vllm's
 WINDOW = 3
 _BLOCK_END = re.compile(r"</(?:div|p|li|tr|pre|h\d|aside|details|summary|td|th)>|<br\s*/?>", re.I)
 _TAG = re.compile(r"<[^>]+>")
@@ -38,7 +38,7 @@ def windows(lines: list[str]) -> set[tuple[str, ...]]:
 def upstream_windows() -> dict[tuple[str, ...], str]:
     """Every run of three non-blank vendored lines → the file it comes from."""
     out: dict[tuple[str, ...], str] = {}
-    for path in sorted(VENDOR.rglob("*")):
+    for path in sorted(VENDOR.glob("*/**/*")):
         if path.is_file() and path.suffix in {".py", ".md", ".txt", ".toml", ".cfg", ".yml", ".yaml"}:
             for w in windows(normalised(path.read_text(encoding="utf-8", errors="replace"))):
                 out.setdefault(w, str(path.relative_to(VENDOR)))
@@ -78,7 +78,7 @@ def test_the_check_finds_upstream_lines_in_markup_and_plain_text(tmp_path: Path)
     """The detector itself: a vendored function pasted as text, and as highlighted HTML rows."""
     _need_vendor()
     upstream = upstream_windows()
-    source = (VENDOR / "nanovllm" / "layers" / "layernorm.py").read_text(encoding="utf-8")
+    source = (VENDOR / "nano-vllm" / "nanovllm" / "layers" / "layernorm.py").read_text(encoding="utf-8")
     lines = normalised(source)
     i = next(i for i in range(len(lines)) if tuple(lines[i:i + 3]) in upstream)
     plain = tmp_path / "copied.py"
@@ -94,3 +94,12 @@ def test_the_check_finds_upstream_lines_in_markup_and_plain_text(tmp_path: Path)
     two.write_text("\n".join(lines[i:i + 2]) + "\nsomething else entirely\n", encoding="utf-8")
     assert not findings(two, upstream, tmp_path)             # two lines (a citation) are fine
 
+
+
+def test_the_check_reads_every_upstreams_folder() -> None:
+    """HF transformers' and vLLM's materialised files are scanned too, not only nano-vllm's."""
+    _need_vendor()
+    sources = set(upstream_windows().values())
+    assert "nano-vllm/nanovllm/models/qwen3.py" in sources
+    assert "transformers/transformers/models/qwen3/modeling_qwen3.py" in sources
+    assert "vllm/vllm/model_executor/models/qwen3.py" in sources

@@ -138,10 +138,10 @@ class FakeServer:
         self.watched.append(path)
 
 
-def test_serve_watches_vendor_notes_and_traces(project: Path) -> None:
+def test_serve_watches_vendor_notes_traces_and_map(project: Path) -> None:
     (project / "traces").mkdir()
     plugin = AnnotatePlugin()
     plugin.root = project
     server = FakeServer()
     plugin.on_serve(server, None, None)
-    assert [Path(p).name for p in server.watched] == list(WATCHED) == ["vendor", "notes", "traces"]
+    assert [Path(p).name for p in server.watched] == list(WATCHED) == ["vendor", "notes", "traces", "map"]

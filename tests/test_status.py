@@ -36,8 +36,23 @@ def test_cli_human_and_json(capsys) -> None:
     assert "nanovllm/models/qwen3.py" in out and "local-only lines 204–217" in out
     assert main(["--root", str(REPO), "vendor", "status", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    qwen3 = next(f for f in data["files"] if f["path"] == "nanovllm/models/qwen3.py")
+    by_name = {u["name"]: u for u in data["upstreams"]}
+    qwen3 = next(f for f in by_name["nano-vllm"]["files"] if f["path"] == "nanovllm/models/qwen3.py")
     assert qwen3["local_only"] == [[204, 217]]
+
+
+def test_status_covers_every_upstream(capsys) -> None:
+    """HF transformers and vLLM are listed with their tag pins (no full commit is known for them)."""
+    assert main(["--root", str(REPO), "vendor", "status", "--json"]) == 0
+    by_name = {u["name"]: u for u in json.loads(capsys.readouterr().out)["upstreams"]}
+    assert list(by_name)[0] == "nano-vllm" and {"transformers", "vllm"} <= set(by_name)
+    hf = by_name["transformers"]
+    assert hf["commit"] == "" and "v4.57.6" in hf["pin"] and "transformers==4.57.6" in hf["source"]
+    assert [f["path"] for f in hf["files"]] == ["transformers/models/qwen3/modeling_qwen3.py"]
+    assert "4ba787ec9" in by_name["vllm"]["pin"]
+    assert main(["--root", str(REPO), "vendor", "status"]) == 0
+    out = capsys.readouterr().out
+    assert "== transformers (vendor/transformers.lock.json) ==" in out and "tag v4.57.6" in out
 
 
 def test_hand_edit_reported_then_restored(lock_project: Path, capsys) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from annotate.errors import UserError
 from annotate.vendoring import read_lock, sync
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, sha256_bytes
 from vendor_helpers import make_wheel
+
+REPO = Path(__file__).resolve().parents[1]
 
 pytest_plugins = ["vendor_fixtures"]
 
@@ -97,3 +100,20 @@ def test_source_that_changed_under_the_pin_is_refused(lock_project: Path) -> Non
     (lock_project / VENDOR_DIR / "nanovllm/llm.py").unlink()
     with pytest.raises(UserError, match="does not match the sha256"):
         sync(lock_project)
+
+
+def test_an_include_list_upstream_materialises_only_its_files(lock_project: Path) -> None:
+    """HF transformers: the pinned wheel holds hundreds of files; only the one the lock includes is written."""
+    from annotate.vendoring import Vendor, sync as sync_one
+
+    hf = Vendor("transformers")
+    shutil.copy2(REPO / hf.lock_name, lock_project / hf.lock_name)
+    if not any((lock_project / ".cache/wheels").glob("transformers-4.57.6-*.whl")):
+        pytest.skip("the pinned transformers wheel is not in .cache/wheels (run `annotate vendor sync` once)")
+    result = sync_one(lock_project, upstream=hf)
+    files = sorted(p.relative_to(lock_project / hf.dir).as_posix()
+                   for p in (lock_project / hf.dir).rglob("*") if p.is_file() and p.name != ".annotate-output")
+    assert result.changed and files == ["transformers/models/qwen3/modeling_qwen3.py"]
+    assert sync_one(lock_project, upstream=hf).changed is False   # verified, nothing to do
+    (lock_project / hf.dir / files[0]).write_text("edited\n")
+    assert sync_one(lock_project, upstream=hf).restored == tuple(files)

@@ -6,6 +6,7 @@ the trace tests).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -29,9 +30,16 @@ def lock_project(tmp_path: Path, real_lock: dict) -> Path:
     (root / "vendor").mkdir(parents=True)
     (root / LOCK_NAME).write_text(json.dumps(real_lock), encoding="utf-8")
     cache = REPO / ".cache" / "wheels"
-    if cache.is_dir():
-        shutil.copytree(cache, root / ".cache" / "wheels")
+    if cache.is_dir():   # hard links where the file system allows (vLLM's wheel is 336 MB), else copies
+        shutil.copytree(cache, root / ".cache" / "wheels", copy_function=_link_or_copy)
     return root
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 @pytest.fixture

@@ -11,15 +11,17 @@ from annotate.progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    vendor = sub.add_parser("vendor", help="materialise, inspect or move the vendored nano-vllm",
-                            description="The vendored nano-vllm: materialised from the lock, never committed.")
+    vendor = sub.add_parser("vendor",
+                            help="materialise, inspect or move the vendored upstreams (nano-vllm, HF transformers, vLLM)",
+                            description="The vendored upstreams, one lock each (vendor/<name>.lock.json): "
+                                        "materialised from the lock, never committed.")
     actions = vendor.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
 
-    sync = actions.add_parser("sync", help="materialise vendor/nano-vllm from the lock (verifies; fast no-op when in place)",
+    sync = actions.add_parser("sync", help="materialise every vendor/<name>/ from its lock (verifies; fast no-op when in place)",
                               description="Fetch the lock's source (the pinned wheel by default, offline from the "
                               "cache once downloaded), verify its sha256 before reading it, refuse unsafe members, "
-                              "write to a temp folder and swap it in. Hand edits under vendor/nano-vllm are restored.")
+                              "write to a temp folder and swap it in. Hand edits under vendor/ are restored.")
     sync.set_defaults(func=run_sync)
 
     status = actions.add_parser("status", help="the upstream pin, the source, and per file: identical or which lines are local-only",
@@ -36,26 +38,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run_sync(args: argparse.Namespace) -> int:
     progress = Progress()
-    with progress.step("sync", "materialising vendor/nano-vllm from the lock"):
-        result = vendoring.sync(args.root)
-    if not result.changed:
-        progress.say(f"vendor/nano-vllm is up to date: {result.files} files verified against the lock")
-    else:
-        progress.say(f"vendor/nano-vllm materialised: {result.files} files")
+    for upstream in vendoring.vendors(args.root):
+        with progress.step("sync", f"materialising {upstream.dir} from {upstream.lock_name}"):
+            result = vendoring.sync(args.root, upstream=upstream)
+        if not result.changed:
+            progress.say(f"{upstream.dir} is up to date: {result.files} files verified against the lock")
+            continue
+        progress.say(f"{upstream.dir} materialised: {result.files} files")
         if result.restored:
             progress.say(f"restored {len(result.restored)} file(s) that differed from the lock: {', '.join(result.restored)}")
         if result.lock_updated:
-            progress.say(f"recorded local file hashes in {vendoring.LOCK_NAME}")
+            progress.say(f"recorded local file hashes in {upstream.lock_name}")
     return 0
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from annotate.vendoring.status import render
+    from annotate.vendoring.status import render_all
 
-    lock = vendoring.read_lock(args.root / vendoring.LOCK_NAME)
-    report = vendoring.status(args.root, lock)
-    print(json.dumps(report.to_json(), indent=1, ensure_ascii=False) if args.json else render(report))
-    return 1 if report.modified else 0
+    reports = [vendoring.status(args.root, vendoring.read_lock(args.root / u.lock_name), u)
+               for u in vendoring.vendors(args.root)]
+    print(json.dumps({"upstreams": [r.to_json() for r in reports]}, indent=1, ensure_ascii=False)
+          if args.json else render_all(reports))
+    return 1 if any(r.modified for r in reports) else 0
 
 
 def optional_module(name: str) -> ModuleType | None:

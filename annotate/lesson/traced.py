@@ -28,8 +28,8 @@ from typing import Any
 
 from annotate.lesson.capture import locals_at_return
 from annotate.lesson.model import Family
+from annotate.trace.store import ADD_RMS
 
-ADD_RMS = "RMSNorm.add_rms_forward"
 LAYER_FN = "Qwen3DecoderLayer.forward"
 LAYER = 1
 TOP = 8

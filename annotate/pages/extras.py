@@ -31,7 +31,9 @@ class LineExtras(Protocol):
 
 
 def providers(root: Path, traces: TraceSet | None = None) -> list[LineExtras]:
-    """The providers active for this project: the values panel when ``traces/`` holds a trace."""
+    """The providers active for this project: the values panel when ``traces/`` holds a trace, and HF's
+    traced lines on HF's page when the trace recorded them."""
+    from annotate.pages.hf_values import HfValues
     from annotate.pages.trace_set import load_traces
     from annotate.pages.values import ValuesPanel
 
@@ -40,4 +42,7 @@ def providers(root: Path, traces: TraceSet | None = None) -> list[LineExtras]:
 
         lock = Links(root).lock
         traces = load_traces(root, lock.upstream.commit if lock else None)
-    return [ValuesPanel(traces)] if traces.views else []
+    if not traces.views:
+        return []
+    hf = HfValues(traces, root)   # HF transformers' own traced lines, on its page
+    return [ValuesPanel(traces), *([hf] if hf.by_line else [])]

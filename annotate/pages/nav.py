@@ -12,7 +12,7 @@ from typing import Any, Iterable
 #: (section title or None for a top-level page, the page/folder prefixes it holds), in reading order
 ORDER: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     ("首页 · Home", ("index.md",)),
-    (None, ("lesson.md", "diagrams.md")),
+    (None, ("lesson.md", "diagrams.md", "map.md")),
     ("源码 · Source", ("source/",)),
     ("运行值 · Trace", ("trace/", "values.md")),
     ("速查 · Reference", ("reference/",)),

@@ -14,13 +14,13 @@ around them is fixed. Sections:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
-from annotate.lesson.traced import ADD_RMS
 from annotate.pages.plots import series
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, num, sup_label
-from annotate.trace.store import LineRecord, Trace
+from annotate.trace.store import ADD_RMS, LineRecord, Trace
 
 NUMERICS_URI = "trace/numerics.md"
 LAYER_KEYS = (("attn", "Attn 增量 increment"), ("x", "x⁽ℓ⁾ residual"), ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"),
@@ -95,14 +95,16 @@ def elementwise(trace: Trace, call: RoundingCall) -> tuple[int, int, int] | None
     return int((ulps > 0).sum()), int(ulps.max()), a.numel()
 
 
-def render(traces: TraceSet, href: Href) -> str:
-    """The page's Markdown."""
+def render(traces: TraceSet, href: Href, root: Path | None = None) -> str:
+    """The page's Markdown (``root``: the project, whose vendored vLLM op the vLLM section runs)."""
     out = ["---\ntitle: 数值 Numerics\n---\n", "# 数值：nano-vllm 与 HF transformers 的差别 — Numerics\n",
            "页面上的每个数都来自 `traces/` 里的轨迹（页面不手写数字）。Every number on this page is read from a trace "
            "under `traces/`; none is typed by hand.\n"]
     bf = traces.find(dtype="bfloat16") or traces.find(dtype="float16")
     if bf:
         out += [_section_rounding(bf, href), _section_elementwise(traces, href)]
+    if root is not None:
+        out.append(_section_vllm(root, traces, href))
     f32 = traces.find(dtype="float32")
     out.append(_section_f32(f32, bf, href) if f32 else
                "## float32\n\n没有 float32 轨迹 — no float32 trace under `traces/` (`make site` makes one).\n")
@@ -253,3 +255,42 @@ def _inplace_table(view: TraceView, href: Href) -> str:
 def _lines_links(flag: dict, href: Href) -> str:
     name = flag["file"].rsplit("/", 1)[-1]
     return ", ".join(f'<a href="{esc(href(flag["file"], ln))}">{esc(name)}:{ln}</a>' for ln in flag.get("lines", []))
+
+
+def _section_vllm(root: Path, traces: TraceSet, href: Href) -> str:
+    """Which sum each path normalises, with vLLM's native op run on a trace's recorded add_rms_forward inputs."""
+    from annotate.trace.vllm_native import OPS_FILE, compare_trace
+
+    head = ("### 三条路径各归一化哪个和 — which sum each path normalises\n\n"
+            '<div class="an-table"><table><thead><tr><th>路径 path</th><th>归一化的和 normalises</th>'
+            "<th>依据 evidence</th></tr></thead><tbody>")
+    view = next((v for v in traces.views if not v.pin_moved and v.trace.meta.get("tensors_saved")
+                 and v.dtype in ("bfloat16", "float16")), None)
+    rows = compare_trace(root, view.trace) if view is not None and (root / "vendor/vllm" / OPS_FILE).is_file() else []
+    same = sum(r.residual.n_diff == 0 and r.normalised.n_diff == 0 for r in rows)
+    hf_diff = max((r.hf_normalised.max_ulps for r in rows), default=0)
+    op = f'<a href="{esc(href(OPS_FILE, 1))}">ir/ops/layernorm.py</a>'
+    measured = (f"在 {num(len(rows))} 次记录的调用上运行：{num(same)} 次与 nano-vllm 逐位相同（残差与归一化输出）。"
+                f" Run on {num(len(rows))} recorded calls: {num(same)} bit-identical to nano-vllm (residual and "
+                "normalised output).") if rows else ("没有保存完整张量的 16 位轨迹，未运行 — not run: no 16-bit trace with "
+                                                   "full tensors (`annotate trace --preset tiny`).")
+    body = [
+        ("nano-vllm <code>add_rms_forward</code>", "未舍入的 fp32 和 unrounded fp32 sum", "上表 the tables above"),
+        ("HF transformers", "舍入后的残差 rounded residual (bf16 add)",
+         f"同样的输入按 HF 的顺序：最多差 {num(hf_diff)} ulp — same inputs in HF's order: up to {num(hf_diff)} ulp"
+         if rows else "—"),
+        (f"vLLM 原生 native ({op})", "未舍入的 fp32 和 unrounded fp32 sum", measured),
+        ("vLLM CUDA C 内核 kernel", "先舍入 rounds first (like HF)",
+         "未运行：需要 vLLM 的编译扩展与 GPU — not run: needs vLLM's compiled extension and a GPU "
+         "(reported upstream, vLLM issue #52104)"),
+    ]
+    table = "".join(f"<tr><td>{a}</td><td>{esc(b)}</td><td>{c}</td></tr>" for a, b, c in body)
+    note = ("vLLM 的原生算子是纯 torch，在 CPU 上就能跑；它所在的 `layers/layernorm.py` 离不开 vLLM 的平台与自定义算子机制，"
+            "所以这里直接执行 vendored 的算子文件，只把注册用的装饰器 `register_op` 换成原样返回函数的替身；不带 γ 调用"
+            "（轨迹不保存参数），与 nano-vllm 乘 γ 之前的值比较。"
+            " vLLM's native op is plain torch and runs on the CPU; the `layers/layernorm.py` around it needs vLLM's "
+            "platform and custom-op machinery, so the vendored op file is executed directly with only its registration "
+            "decorator `register_op` stood in by one that returns the function; it is called without γ (traces keep no "
+            "parameters) and compared with nano-vllm's values before γ.")
+    trace = f"\n\n**Trace:** {esc(view.trace.provenance())}" if view is not None and rows else ""
+    return head + table + "</tbody></table></div>\n\n" + note + trace + "\n"

@@ -105,16 +105,18 @@ def _state_words(status: FileStatus) -> str:
 
 def banner(page: PageInput) -> str:
     """Provenance: where the copy comes from, the upstream pin and date, identical or not."""
-    lock = page.links.lock
-    assert lock is not None
-    up, path = lock.upstream, page.source.path
-    commit_link = f"{up.repo.rstrip('/')}/blob/{up.commit}/{path}"
+    path = page.source.path
+    lock = page.links.lock_for(path)
+    up = lock.upstream
+    commit_link = up.file_url(path)
     state = _state_words(page.links.file_status(path))
-    date = up.committed[:10]
+    date = f" ({up.committed[:10]})" if up.committed else ""
+    pin = (f'<code>{up.commit[:10]}</code></a>{date}' if up.commit else
+           f'<code>{html.escape(up.tag)}</code></a> — {html.escape(up.pin_words)}')
     return ('<div class="an-banner">'
             f'<div><b>来源 Source</b> {html.escape(lock.source.describe())}</div>'
-            f'<div><b>上游 Upstream</b> <a href="{html.escape(commit_link)}" title="{up.commit}">'
-            f'{html.escape(_repo_name(up.repo))} @ <code>{up.commit[:10]}</code></a> ({date})</div>'
+            f'<div><b>上游 Upstream</b> <a href="{html.escape(commit_link)}" title="{html.escape(up.ref)}">'
+            f'{html.escape(_repo_name(up.repo))} @ {pin}</div>'
             f'<div class="an-state"><b>状态 State</b> {html.escape(state)}</div></div>')
 
 
@@ -261,11 +263,11 @@ def _texts(texts: dict[str, str], math: MathFn, css: str) -> str:
 
 def data_blob(page: PageInput) -> str:
     """The page's JSON data (path, pin, notes with their lines and vars) plus the providers' keys."""
-    lock = page.links.lock
+    lock = page.links.lock_for(page.source.path)
     data: dict[str, Any] = {
         "path": page.source.path,
         "lines": len(page.source.lines),
-        "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.commit} if lock else None,
+        "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.ref} if lock else None,
         "cite": CITE_HEAD,
         "symbols": [{"name": s.qualname, "start": s.span[0], "end": s.span[1]}
                     for s in sorted(page.source.symbols.values(), key=lambda s: s.start_line)],

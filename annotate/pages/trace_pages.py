@@ -47,7 +47,7 @@ def trace_pages(root: Path, traces: TraceSet) -> TracePages:
     out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
     out.pages[INDEX] = overview(view, traces)
     out.pages[kernels_page.KERNELS_URI] = kernels_page.render(root, traces, _href(kernels_page.KERNELS_URI))
-    out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI))
+    out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), root)
     return out
 
 

@@ -20,6 +20,7 @@ from annotate.errors import UserError
 from annotate.progress import Progress
 from annotate.trace import assemble, internals, kernels, provenance, runtime, store
 from annotate.trace.recorder import Recorder
+from annotate.trace.hf_lines import summary as hf_summary
 from annotate.vendoring.sources import sha256_file
 from annotate.trace.reference import TOLERANCE, Identifier, run_reference
 
@@ -149,6 +150,8 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
     layers = int(rt.config["num_hidden_layers"])
     with progress.step("reference", "HF transformers Qwen3 on the same checkpoint"):
         ref = run_reference(rt.checkpoint, layers, rt.dtype, rt.device, rt.input_ids)
+    with progress.step("hf lines", "HF transformers' own lines under the same recorder (eager, CPU)"):
+        hf_lines = hf_summary(root, rt.checkpoint, layers, rt.dtype, rt.input_ids, ref)
     with progress.step("identify", "matching every recorded tensor against the peer's variables"):
         save = req.full_tensors or assemble.total_bytes(rec.records) <= assemble.AUTO_SAVE_BYTES
         records, tensors = assemble.records_payload(rec, Identifier(ref), save)
@@ -166,7 +169,7 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
         "flags": assemble.flags_payload(records),
         "summary": {"final_vs_hf": assemble.final_summary(traced, ref, layers),
                     "compiled_vs_eager": assemble.compiled_summary(checks),
-                    "flow": assemble.flow_payload(records)},
+                    "flow": assemble.flow_payload(records), "hf_lines": hf_lines},
     }
     interrupted()
     with progress.step("write", f"writing {out}"):

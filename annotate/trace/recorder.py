@@ -155,24 +155,32 @@ _MODULE_CALL = internals.module_call_codes()
 class Recorder:
     """Records a forward of the vendored model; `install()` once, then `with recording(): …`."""
 
-    def __init__(self, model: torch.nn.Module, mods: dict[str, Any], vendor_root: Path, replay: bool = True) -> None:
+    def __init__(self, model: torch.nn.Module, mods: dict[str, Any], vendor_root: Path, replay: bool = True,
+                 traced: dict[str, Callable] | None = None) -> None:
+        """``mods``: nano-vllm's vendored modules (its forwards are traced, its compiled bodies replayed).
+        ``traced`` instead names the Python functions to trace in another model (HF transformers'
+        Qwen3, eager): nothing is compiled there, so nothing is wrapped or replayed."""
         self.model = model
         self.replay = replay  # False: line values only (the benchmark uses it to split the overhead)
         self.vendor_root = vendor_root
-        q, ln, act, rope = mods["qwen3"], mods["layernorm"], mods["activation"], mods["rotary"]
-        traced = {
-            "Qwen3Model.forward": q.Qwen3Model.forward,
-            "Qwen3DecoderLayer.forward": q.Qwen3DecoderLayer.forward,
-            "Qwen3Attention.forward": q.Qwen3Attention.forward,
-            "Qwen3MLP.forward": q.Qwen3MLP.forward,
-            "RMSNorm.forward": ln.RMSNorm.forward,
-        }
-        self.compiled_targets: list[tuple[type, str, str]] = [
-            (ln.RMSNorm, "rms_forward", "RMSNorm.rms_forward"),
-            (ln.RMSNorm, "add_rms_forward", "RMSNorm.add_rms_forward"),
-            (act.SiluAndMul, "forward", "SiluAndMul.forward"),
-            (rope.RotaryEmbedding, "forward", "RotaryEmbedding.forward"),
-        ]
+        self.compiled_targets: list[tuple[type, str, str]] = []
+        helpers: list[tuple[Callable, str]] = []
+        if traced is None:
+            q, ln, act, rope = mods["qwen3"], mods["layernorm"], mods["activation"], mods["rotary"]
+            traced = {
+                "Qwen3Model.forward": q.Qwen3Model.forward,
+                "Qwen3DecoderLayer.forward": q.Qwen3DecoderLayer.forward,
+                "Qwen3Attention.forward": q.Qwen3Attention.forward,
+                "Qwen3MLP.forward": q.Qwen3MLP.forward,
+                "RMSNorm.forward": ln.RMSNorm.forward,
+            }
+            self.compiled_targets = [
+                (ln.RMSNorm, "rms_forward", "RMSNorm.rms_forward"),
+                (ln.RMSNorm, "add_rms_forward", "RMSNorm.add_rms_forward"),
+                (act.SiluAndMul, "forward", "SiluAndMul.forward"),
+                (rope.RotaryEmbedding, "forward", "RotaryEmbedding.forward"),
+            ]
+            helpers = [(rope.apply_rotary_emb, "apply_rotary_emb")]   # inlined into RotaryEmbedding.forward when compiled
         self.traced: dict[CodeType, CodeInfo] = {}
         for qual, fn in traced.items():
             info = code_info(fn, qual, vendor_root)
@@ -184,8 +192,9 @@ class Recorder:
             self.originals[qual] = orig
             info = code_info(orig, qual, vendor_root)
             self.bodies[info.code] = info
-        helper = code_info(rope.apply_rotary_emb, "apply_rotary_emb", vendor_root)
-        self.bodies[helper.code] = helper   # inlined into RotaryEmbedding.forward when compiled
+        for fn, qual in helpers:
+            helper = code_info(fn, qual, vendor_root)
+            self.bodies[helper.code] = helper
         # keyed by id(): hashing a code object hashes its bytecode, names and constants (~0.35 µs,
         # not cached), and this lookup runs for every Python call in the forward; the code
         # objects stay alive with their functions, so their ids cannot be reused meanwhile

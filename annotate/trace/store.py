@@ -47,6 +47,8 @@ BANDWIDTH_NAME = "bandwidth.json"
 FLOW_FUNCTIONS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
 #: … and those flow variables (`_` is the model forward's final residual)
 FLOW_NAMES = ("hidden_states", "residual", "_")
+#: the fused add + RMSNorm of the vendored code, by qualified name (the numerics, lesson and vLLM comparisons read it)
+ADD_RMS = "RMSNorm.add_rms_forward"
 
 
 def identity_label(identity: dict[str, Any]) -> str:

@@ -58,24 +58,51 @@ class UpstreamFile:
 
 @dataclass(frozen=True)
 class Upstream:
-    """The pinned upstream commit and its files' facts."""
+    """The pinned upstream commit (or, where no full commit is known, a tag) and its files' facts.
+
+    ``repo_path`` is the folder the vendored paths live under in the upstream repository
+    (``src/`` for HF transformers, whose wheel drops it); permalinks put it back.
+    """
 
     repo: str
     commit: str
     committed: str
     subject: str
     files: dict[str, UpstreamFile]
+    tag: str = ""  # the release tag, when the full commit cannot be established (commit is then "")
+    repo_path: str = ""  # prefix of the vendored paths inside the upstream repository ("" or "src/")
+    built_from: str = ""  # what the source artifact says it was built from (a short commit id), as a fact
+
+    @property
+    def ref(self) -> str:
+        """What permalinks pin: the full commit when known, else the tag."""
+        return self.commit or self.tag
+
+    @property
+    def pin_words(self) -> str:
+        """How exact the pin is, in the page's words (Chinese first)."""
+        if self.commit:
+            return f"提交 commit {self.commit[:10]}"
+        extra = f"; wheel built from {self.built_from}" if self.built_from else ""
+        return f"标签 tag {self.tag} (完整提交未知 full commit not established{extra})"
 
     def permalink(self, path: str, start: int, end: int | None = None) -> str:
-        """`…/blob/<full sha>/<path>#L<a>-L<b>` for upstream lines (not local ones: see linemap)."""
+        """`…/blob/<full sha or tag>/<repo path><path>#L<a>-L<b>` for upstream lines (not local ones: see linemap)."""
         anchor = f"#L{start}" if end is None or end == start else f"#L{start}-L{end}"
-        return f"{self.repo.rstrip('/')}/blob/{self.commit}/{path}{anchor}"
+        return f"{self.file_url(path)}{anchor}"
+
+    def file_url(self, path: str) -> str:
+        """The upstream file at the pin."""
+        return f"{self.repo.rstrip('/')}/blob/{self.ref}/{self.repo_path}{path}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"repo": self.repo, "commit": self.commit, "committed": self.committed,
-                "subject": self.subject,
-                "line_hash": "first 16 hex digits of sha256 over the line's bytes, line ending excluded",
-                "files": {p: f.to_json() for p, f in sorted(self.files.items())}}
+        data: dict[str, Any] = {"repo": self.repo, "commit": self.commit}
+        data.update({k: v for k, v in (("tag", self.tag), ("repo_path", self.repo_path),
+                                        ("built_from", self.built_from)) if v})
+        data.update({"committed": self.committed, "subject": self.subject,
+                     "line_hash": "first 16 hex digits of sha256 over the line's bytes, line ending excluded",
+                     "files": {p: f.to_json() for p, f in sorted(self.files.items())}})
+        return data
 
 
 @dataclass(frozen=True)
@@ -89,6 +116,8 @@ class Source:
     url: str = ""  # git: URL or local path
     commit: str = ""  # git: full commit
     files: dict[str, str] = field(default_factory=dict)  # local path -> sha256 of the materialised file
+    include: tuple[str, ...] = ()  # the members to take (exact paths); () = nano-vllm's package and LICENSE
+    subdir: str = ""  # git: the folder of the tree the vendored paths live under ("src/" in HF's repository)
 
     def describe(self) -> str:
         if self.kind == "wheel":
@@ -96,7 +125,8 @@ class Source:
         return f"git {self.url} @ {self.commit[:12]}"
 
     def with_files(self, files: dict[str, str]) -> Source:
-        return Source(self.kind, self.name, self.version, self.sha256, self.url, self.commit, dict(files))
+        return Source(self.kind, self.name, self.version, self.sha256, self.url, self.commit, dict(files),
+                      self.include, self.subdir)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"kind": self.kind}
@@ -104,6 +134,10 @@ class Source:
             data.update(name=self.name, version=self.version, sha256=self.sha256)
         else:
             data.update(url=self.url, commit=self.commit)
+        if self.include:
+            data["include"] = list(self.include)
+        if self.subdir:
+            data["subdir"] = self.subdir
         data["files"] = dict(sorted(self.files.items()))
         return data
 
@@ -172,12 +206,18 @@ def lock_from_json(data: Any, path: Path | str = LOCK_NAME) -> Lock:
         raise UserError(f"{path}: lock format {fmt!r} is not supported (expected {LOCK_FORMAT})")
     up_at = at.key("upstream")
     up = codec.field(top, "upstream", at, codec.obj)
+    tag = codec.field(up, "tag", up_at, lambda v, a: codec.string(v, a, r"[A-Za-z0-9][A-Za-z0-9._+-]*", "a tag name"), "")
+    commit_pattern = f"(?:{HEX40})?" if tag else HEX40  # a tag stands in only where no full commit is known
     upstream = Upstream(
         repo=codec.field(up, "repo", up_at, lambda v, a: codec.string(v, a, HTTPS_URL, "an https:// URL of the repository")),
-        commit=codec.field(up, "commit", up_at, lambda v, a: codec.string(v, a, HEX40, "a full 40-hex commit")),
+        commit=codec.field(up, "commit", up_at, lambda v, a: codec.string(v, a, commit_pattern, "a full 40-hex commit")),
         committed=codec.field(up, "committed", up_at, codec.string, ""),
         subject=codec.field(up, "subject", up_at, codec.string, ""),
-        files=codec.field(up, "files", up_at, _paths_of(_upstream_file)))
+        files=codec.field(up, "files", up_at, _paths_of(_upstream_file)),
+        tag=tag,
+        repo_path=codec.field(up, "repo_path", up_at,
+                              lambda v, a: codec.string(v, a, r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*", "a folder like src/"), ""),
+        built_from=codec.field(up, "built_from", up_at, lambda v, a: codec.string(v, a, r"[0-9a-f]{7,40}", "a commit id"), ""))
     src_at = at.key("source")
     src = codec.field(top, "source", at, codec.obj)
     kind = codec.field(src, "kind", src_at, codec.string)
@@ -192,11 +232,13 @@ def lock_from_json(data: Any, path: Path | str = LOCK_NAME) -> Lock:
     else:
         raise UserError(f"{path}: source.kind {kind!r} is unknown; use \"wheel\" or \"git\"")
     files = codec.field(src, "files", src_at, _paths_of(text(HEX64, "a 64-hex sha256")), {})
+    include = codec.field(src, "include", src_at, codec.list_of(safe_relative), [])
+    subdir = codec.field(src, "subdir", src_at, text(r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*", "a folder like src/"), "")
     if files:
         unlisted = sorted(set(upstream.files) - set(files))
         if unlisted:
             src_at.key("files").fail(f"an entry for every upstream file (missing {unlisted[0]})", "fewer")
-    return Lock(upstream=upstream, source=Source(kind=kind, files=files, **extra))
+    return Lock(upstream=upstream, source=Source(kind=kind, files=files, include=tuple(include), subdir=subdir, **extra))
 
 
 def lock_text(lock: Lock) -> str:

@@ -15,6 +15,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Callable
 
 from annotate.errors import UserError
 from annotate.vendoring.lock import Source
@@ -36,11 +37,18 @@ class GitCommit:
     files: dict[str, bytes]
 
 
+def wanted(source: Source) -> Callable[[str], bool]:
+    """Which members a source gives: the lock's ``include`` list exactly, else nano-vllm's package and LICENSE."""
+    if source.include:
+        return frozenset(source.include).__contains__
+    return lambda name: WANTED.match(name) is not None
+
+
 def fetch(source: Source, cache: Path) -> dict[str, bytes]:
     """The files the lock's source provides, verified; raises UserError on any problem."""
     if source.kind == "wheel":
-        return wheel_files(fetch_wheel(source, cache), source.sha256)
-    return read_git(source.url, source.commit).files
+        return wheel_files(fetch_wheel(source, cache), source.sha256, wanted(source))
+    return read_git(source.url, source.commit, want=wanted(source), subdir=source.subdir).files
 
 
 # --- registry wheel -------------------------------------------------------------------------------
@@ -71,20 +79,21 @@ def fetch_wheel(source: Source, cache: Path) -> Path:
         return final
 
 
-def wheel_files(wheel: Path, expected_sha256: str) -> dict[str, bytes]:
+def wheel_files(wheel: Path, expected_sha256: str,
+                want: Callable[[str], bool] = lambda name: WANTED.match(name) is not None) -> dict[str, bytes]:
     """Verify the wheel's hash *before* opening it, then take nanovllm/**/*.py and the LICENSE."""
     got = sha256_file(wheel)
     if got != expected_sha256:
         raise UserError(f"{wheel}: artifact hash mismatch (sha256 {got}, lock pins {expected_sha256}); "
                         "delete it and run `annotate vendor sync` again")
     try:
-        return _read_wheel(wheel)
+        return _read_wheel(wheel, want)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, NotImplementedError, OSError) as exc:
         raise UserError(f"{wheel}: not a readable wheel (corrupt or not a zip archive: {exc}); "
                         "delete it and run `annotate vendor sync` again") from None
 
 
-def _read_wheel(wheel: Path) -> dict[str, bytes]:
+def _read_wheel(wheel: Path, want: Callable[[str], bool]) -> dict[str, bytes]:
     """The wanted members, each checked (name, link, recorded size against the caps) before it is decompressed."""
     files: dict[str, bytes] = {}
     total = 0
@@ -94,7 +103,7 @@ def _read_wheel(wheel: Path) -> dict[str, bytes]:
             if info.is_dir():
                 continue
             name = "LICENSE" if _WHEEL_LICENSE.match(info.filename) else info.filename
-            if not WANTED.match(name):
+            if not want(name):
                 continue
             total += info.file_size
             if info.file_size > MEMBER_CAP or total > TOTAL_CAP:
@@ -137,9 +146,11 @@ def sha256_file(path: Path) -> str:
 # --- git ------------------------------------------------------------------------------------------
 
 
-def read_git(url: str, rev: str, allow_dirty: bool = True) -> GitCommit:
+def read_git(url: str, rev: str, allow_dirty: bool = True,
+             want: Callable[[str], bool] = lambda name: WANTED.match(name) is not None, subdir: str = "") -> GitCommit:
     """Resolve ``rev`` in a git repository (local path or URL) and read the wanted files of its tree.
 
+    ``subdir`` (``src/``) is the tree folder the vendored paths live under; it is dropped from the keys.
     Files are read from git's objects, never from a work tree, so a checkout's local edits can
     not leak in; ``allow_dirty=False`` refuses a local checkout with uncommitted changes.
     """
@@ -147,10 +158,10 @@ def read_git(url: str, rev: str, allow_dirty: bool = True) -> GitCommit:
     if local.exists():
         if not allow_dirty:
             refuse_dirty(local)
-        return _read_repo(local, rev, url)
+        return _read_repo(local, rev, url, want, subdir)
     with tempfile.TemporaryDirectory() as tmp:
         _git(["clone", "--quiet", "--bare", url, tmp], url)
-        return _read_repo(Path(tmp), rev, url)
+        return _read_repo(Path(tmp), rev, url, want, subdir)
 
 
 def refuse_dirty(repo: Path) -> None:
@@ -163,7 +174,7 @@ def refuse_dirty(repo: Path) -> None:
                         "commit or stash them, then point at the commit")
 
 
-def _read_repo(repo: Path, rev: str, label: str) -> GitCommit:
+def _read_repo(repo: Path, rev: str, label: str, want: Callable[[str], bool], subdir: str = "") -> GitCommit:
     try:
         commit = _git(["-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], label).strip()
     except UserError:
@@ -176,11 +187,11 @@ def _read_repo(repo: Path, rev: str, label: str) -> GitCommit:
     for entry in filter(None, listing.split("\0")):
         info, name = entry.split("\t", 1)
         mode, kind, obj = info.split()
-        if not WANTED.match(name):
+        if not name.startswith(subdir) or not want(name[len(subdir):]):
             continue
         check_member(name, f"{label}@{commit[:12]}", is_link=mode == "120000")
         if kind == "blob":
-            files[name] = _git_bytes(["-C", str(repo), "cat-file", "blob", obj], label)
+            files[name[len(subdir):]] = _git_bytes(["-C", str(repo), "cat-file", "blob", obj], label)
     return GitCommit(commit=commit, committed=meta[0].strip(), subject=meta[1].strip() if len(meta) > 1 else "",
                      files=files)
 

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from annotate.vendoring import linemap
-from annotate.vendoring.lock import VENDOR_DIR, Lock, sha256_bytes
+from annotate.vendoring.lock import Lock, sha256_bytes
+from annotate.vendoring.registry import NANO_VLLM, Vendor
 from annotate.vendoring.sync import local_paths
 
 
@@ -33,6 +34,8 @@ class Status:
     committed: str
     source: str
     files: list[FileStatus]
+    name: str = NANO_VLLM.name  # the upstream (vendor/<name>.lock.json)
+    pin: str = ""  # what permalinks pin: the full commit, or the tag where no commit is known
 
     @property
     def modified(self) -> list[str]:
@@ -44,11 +47,12 @@ class Status:
         return data
 
 
-def status(root: Path, lock: Lock) -> Status:
-    vendor = root / VENDOR_DIR
+def status(root: Path, lock: Lock, upstream: Vendor = NANO_VLLM) -> Status:
+    vendor = root / upstream.dir
     names = sorted(set(lock.upstream.files) | set(lock.source.files) | set(local_paths(vendor)))
     return Status(repo=lock.upstream.repo, commit=lock.upstream.commit, committed=lock.upstream.committed,
-                  source=lock.source.describe(), files=[file_status(vendor, name, lock) for name in names])
+                  source=lock.source.describe(), files=[file_status(vendor, name, lock) for name in names],
+                  name=upstream.name, pin=lock.upstream.pin_words)
 
 
 def file_status(vendor: Path, name: str, lock: Lock) -> FileStatus:
@@ -68,8 +72,9 @@ def file_status(vendor: Path, name: str, lock: Lock) -> FileStatus:
 
 def render(report: Status) -> str:
     """Human-readable status: the pin, the source, then one line per file."""
-    lines = [f"upstream  {report.repo}", f"commit    {report.commit}  ({report.committed})",
-             f"source    {report.source}", ""]
+    pin = (f"commit    {report.commit}  ({report.committed})" if report.commit
+           else f"pin       {report.pin}")
+    lines = [f"upstream  {report.repo}", pin, f"source    {report.source}", ""]
     width = max((len(f.path) for f in report.files), default=10)
     lines += [f"  {f.path:<{width}}  {f.describe()}" for f in report.files]
     same = sum(f.state == "identical" for f in report.files)
@@ -77,3 +82,8 @@ def render(report: Status) -> str:
     if report.modified:
         lines.append(f"{len(report.modified)} file(s) differ from the lock: run `annotate vendor sync` to restore them")
     return "\n".join(lines)
+
+
+def render_all(reports: list[Status]) -> str:
+    """Every upstream's status, each under a heading naming its lock."""
+    return "\n\n".join(f"== {r.name} (vendor/{r.name}.lock.json) ==\n{render(r)}" for r in reports)

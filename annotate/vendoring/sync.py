@@ -1,4 +1,9 @@
-"""`annotate vendor sync`: materialise vendor/nano-vllm from the lock's source, verified, atomically."""
+"""`annotate vendor sync`: materialise each upstream's vendor folder from its lock's source, verified, atomically.
+
+Every function takes the upstream (:class:`annotate.vendoring.registry.Vendor`) it works on; the
+default is nano-vllm, so ``sync(root)`` is what it always was. :func:`sync_all` and
+:func:`vendored_files` cover every upstream the registry lists.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +17,8 @@ from typing import Callable, Iterator
 from annotate import guard
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
-from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock, sha256_bytes, write_lock
+from annotate.vendoring.lock import Lock, read_lock, sha256_bytes, write_lock
+from annotate.vendoring.registry import NANO_VLLM, Vendor, vendors
 from annotate.vendoring.sources import fetch
 
 WHEEL_CACHE_DIR = ".cache/wheels"
@@ -57,33 +63,40 @@ def _walk(vendor: Path) -> list[tuple[str, bool]]:
     return sorted(found)
 
 
-def verify_vendored(root: Path, lock: Lock | None) -> None:
+def verify_all(root: Path) -> None:
+    """:func:`verify_vendored` for every upstream."""
+    for vendor in vendors(root):
+        verify_vendored(root, read_lock(root / vendor.lock_name), vendor)
+
+
+def verify_vendored(root: Path, lock: Lock | None, upstream: Vendor = NANO_VLLM) -> None:
     """What a strict build publishes must be exactly what the lock vouches for: same files, same sha256.
 
     One line naming the first file that is a link, extra, missing or changed, with the fix.
     """
-    vendor = root / VENDOR_DIR
+    folder, lock_name = upstream.dir, upstream.lock_name
+    vendor = root / folder
     fix = "run `annotate vendor sync` to restore the vendored copy the lock pins"
     if lock is None:
-        raise UserError(f"{LOCK_NAME}: missing; nothing vouches for {VENDOR_DIR} (restore it from git, "
+        raise UserError(f"{lock_name}: missing; nothing vouches for {folder} (restore it from git, "
                         f"or pin a source with `annotate vendor update`)")
     if not vendor.is_dir():
-        raise UserError(f"{VENDOR_DIR}: the vendored copy is missing; {fix}")
+        raise UserError(f"{folder}: the vendored copy is missing; {fix}")
     recorded = lock.source.files
     if not recorded:
-        raise UserError(f"{LOCK_NAME}: records no sha256 of the vendored files; {fix}")
+        raise UserError(f"{lock_name}: records no sha256 of the vendored files; {fix}")
     seen = set()
     for rel, is_link in _walk(vendor):
         if is_link:
-            raise UserError(f"{VENDOR_DIR}/{rel}: is a symbolic link, not a vendored file; {fix}")
+            raise UserError(f"{folder}/{rel}: is a symbolic link, not a vendored file; {fix}")
         if rel not in recorded:
-            raise UserError(f"{VENDOR_DIR}/{rel}: not in {LOCK_NAME}; {fix}")
+            raise UserError(f"{folder}/{rel}: not in {lock_name}; {fix}")
         if sha256_bytes((vendor / rel).read_bytes()) != recorded[rel]:
-            raise UserError(f"{VENDOR_DIR}/{rel}: sha256 differs from {LOCK_NAME} (edited?); {fix}")
+            raise UserError(f"{folder}/{rel}: sha256 differs from {lock_name} (edited?); {fix}")
         seen.add(rel)
     missing = sorted(set(recorded) - seen)
     if missing:
-        raise UserError(f"{VENDOR_DIR}/{missing[0]}: missing; {fix}")
+        raise UserError(f"{folder}/{missing[0]}: missing; {fix}")
 
 
 def local_hashes(vendor: Path) -> dict[str, str]:
@@ -92,11 +105,17 @@ def local_hashes(vendor: Path) -> dict[str, str]:
 
 
 def vendored_files(root: Path) -> list[str]:
-    """The materialised vendored files of project ``root``; a missing copy is one error with the fix."""
-    vendor = root / VENDOR_DIR
-    if not vendor.is_dir():
-        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
-    return local_paths(vendor)
+    """The materialised vendored files of project ``root``, every upstream's, the primary's first.
+
+    A missing copy is one error with the fix.
+    """
+    found: list[str] = []
+    for upstream in vendors(root):
+        vendor = root / upstream.dir
+        if not vendor.is_dir():
+            raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
+        found += local_paths(vendor)
+    return found
 
 
 def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
@@ -108,37 +127,42 @@ def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
 
 
 @contextlib.contextmanager
-def vendor_writer(root: Path) -> Iterator[None]:
-    """Guard and lock vendor/nano-vllm for one writing run (sync or update); sweep a killed run's leftovers.
+def vendor_writer(root: Path, upstream: Vendor = NANO_VLLM) -> Iterator[None]:
+    """Guard and lock one vendor folder for one writing run (sync or update); sweep a killed run's leftovers.
 
     The vendored copy may hold hand edits (sync restores them), but never git-tracked files; a lock
     file keeps a second run off it; a temp lock file a killed `vendor update` left is removed.
     """
-    vendor = root / VENDOR_DIR
+    vendor = root / upstream.dir
     guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home="vendor")
     with guard.output_lock(root, vendor, "vendor folder"):
-        lock_path = root / LOCK_NAME
+        lock_path = root / upstream.lock_name
         for leftover in lock_path.parent.glob(f".{lock_path.name}.*.tmp"):
             leftover.unlink(missing_ok=True)
         yield
 
 
-def sync(root: Path, lock: Lock | None = None) -> SyncResult:
-    """Make vendor/nano-vllm exactly what the lock's source gives; a no-op (still verified) when it is."""
-    with vendor_writer(root):
-        return _sync(root, lock)
+def sync_all(root: Path) -> list[tuple[Vendor, SyncResult]]:
+    """:func:`sync` every upstream the registry lists, the primary first."""
+    return [(upstream, sync(root, upstream=upstream)) for upstream in vendors(root)]
 
 
-def _sync(root: Path, lock: Lock | None) -> SyncResult:
-    lock_path = root / LOCK_NAME
+def sync(root: Path, lock: Lock | None = None, upstream: Vendor = NANO_VLLM) -> SyncResult:
+    """Make the vendor folder exactly what the lock's source gives; a no-op (still verified) when it is."""
+    with vendor_writer(root, upstream):
+        return _sync(root, lock, upstream)
+
+
+def _sync(root: Path, lock: Lock | None, upstream: Vendor) -> SyncResult:
+    lock_path = root / upstream.lock_name
     lock = lock or read_lock(lock_path)
-    vendor = root / VENDOR_DIR
+    vendor = root / upstream.dir
     recorded = lock.source.files
     restored = tuple(drift(vendor, recorded)) if vendor.is_dir() and recorded else ()
     if recorded and vendor.is_dir() and not restored:
         return SyncResult(changed=False, files=len(recorded))
     files = fetch(lock.source, root / WHEEL_CACHE_DIR)
-    hashes = verify(files, lock)
+    hashes = verify(files, lock, upstream.lock_name)
     stage(files, vendor)
     lock_updated = not recorded
     if lock_updated:
@@ -146,18 +170,18 @@ def _sync(root: Path, lock: Lock | None) -> SyncResult:
     return SyncResult(changed=True, files=len(files), restored=restored, lock_updated=lock_updated)
 
 
-def verify(files: dict[str, bytes], lock: Lock) -> dict[str, str]:
+def verify(files: dict[str, bytes], lock: Lock, lock_name: str = NANO_VLLM.lock_name) -> dict[str, str]:
     """Check the fetched files against the lock; return their sha256s."""
     missing = sorted(set(lock.upstream.files) - set(files))
     if missing:
         raise UserError(f"{lock.source.describe()}: lacks {missing[0]}"
-                        f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''} listed in {LOCK_NAME}; "
+                        f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''} listed in {lock_name}; "
                         "pin a source that has every upstream file")
     hashes = {p: sha256_bytes(b) for p, b in files.items()}
     if lock.source.files:
         wrong = sorted(p for p in set(hashes) | set(lock.source.files) if hashes.get(p) != lock.source.files.get(p))
         if wrong:
-            raise UserError(f"{lock.source.describe()}: {wrong[0]} does not match the sha256 in {LOCK_NAME}; "
+            raise UserError(f"{lock.source.describe()}: {wrong[0]} does not match the sha256 in {lock_name}; "
                             "the source changed under the pin: re-pin with `annotate vendor update`")
     return hashes
 

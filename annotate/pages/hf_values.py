@@ -1,0 +1,64 @@
+"""Values panels for HF transformers' source page, from a trace's ``summary.hf_lines``.
+
+The trace of nano-vllm also ran HF's Qwen3 (eager) under the same line recorder
+(:mod:`annotate.trace.hf_lines`); after each HF line that recorded something, this provider places a
+collapsed panel: per layer, which variable held which math value (found by comparison) and how far it
+is from HF's own captured value. Plain ``<details>``: it works without scripts and offline.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+from pathlib import Path
+from typing import Any
+
+from annotate.pages.trace_set import TraceSet
+
+
+class HfValues:
+    """A :class:`annotate.pages.extras.LineExtras` provider for the HF file's page."""
+
+    def __init__(self, traces: TraceSet, root: Path | None = None) -> None:
+        view = next((v for v in traces.views if not v.pin_moved and (v.trace.summary.get("hf_lines") or {}).get("lines")),
+                    None)
+        self.trace = view.trace if view else None
+        hf = (self.trace.summary.get("hf_lines") or {}) if self.trace else {}
+        self.file = hf.get("file", "")
+        self.note = f"HF transformers {hf.get('transformers', '?')}, {hf.get('attention', 'eager')} attention"
+        self.by_line: dict[int, list[dict[str, Any]]] = {}
+        if root is not None and hf and not same_bytes(root, self.file, hf.get("sha256", "")):
+            return   # HF's lines were recorded against other bytes than today's vendored file: shown nowhere
+        for entry in hf.get("lines", []):
+            self.by_line.setdefault(int(entry["line"]), []).append(entry)
+
+    def line_html(self, path: str, line: int) -> str:
+        entries = self.by_line.get(line) if path == self.file else None
+        if not entries:
+            return ""
+        rows = "".join(
+            f"<tr><td>{'—' if e['layer'] is None else e['layer']}</td><td><code>{html.escape(str(e['module'] or ''))}</code></td>"
+            f"<td><code>{html.escape(e['var'])}</code></td><td>{html.escape(e['label'] or '无匹配 no match')}</td>"
+            f"<td>{_num(e['max_abs'])}</td></tr>"
+            for e in entries)
+        return (f'<details class="an-hf-values" id="hf-values-L{line}" data-line="{line}">'
+                f"<summary>L{line} 值 values（HF 逐行记录 traced）</summary>"
+                '<div class="an-table"><table><thead><tr><th>层 layer</th><th>模块 module</th><th>变量 variable</th>'
+                "<th>等于 equals (by comparison)</th><th>max |Δ|</th></tr></thead>"
+                f"<tbody>{rows}</tbody></table></div>"
+                f'<p class="an-hf-values-trace">{html.escape(self.note)}; '
+                f'{html.escape(self.trace.provenance() if self.trace else "")}</p></details>')
+
+    def page_data(self, path: str) -> dict[str, Any]:
+        return {"hf_traced_lines": sorted(self.by_line)} if path == self.file and self.by_line else {}
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3g}"
+
+
+def same_bytes(root: Path, path: str, sha256: str) -> bool:
+    """Whether today's vendored copy of ``path`` is the file HF's lines were recorded from."""
+    from annotate.vendoring.registry import Registry
+
+    file = Registry(root).file(path) if path else None
+    return bool(file and file.is_file() and hashlib.sha256(file.read_bytes()).hexdigest() == sha256)

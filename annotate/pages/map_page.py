@@ -1,0 +1,205 @@
+"""The generated 三框架映射 · Three-framework map page: one decoder block in nano-vllm, HF transformers, vLLM.
+
+Its data is ``map/decoder-block.yml`` (read by :mod:`annotate.framework_map`): every anchor is
+resolved here against the vendored file of its upstream; an anchor that does not resolve is a
+problem (the strict build fails). Each statement links to its source page line
+(``…/modeling_qwen3.py.html#L270``, which highlights it) and to the upstream permalink at the pin;
+the statement text shown comes from the vendored file.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from annotate.anchors import Anchor, Resolution, resolve
+from annotate.framework_map import FRAMEWORKS, MAP_FILE, MapCell, Row, load_map
+from annotate.links import Links, page_url
+from annotate.pages.hf_values import same_bytes
+from annotate.notes import CheckEntry, Sources
+
+MAP_URI = "map.md"
+__all__ = ["FRAMEWORKS", "MAP_FILE", "MAP_URI", "MapPage", "load_map", "render_map"]
+
+
+@dataclass
+class MapPage:
+    """The page's Markdown, the anchors that did not resolve, and the multi-line spans it links to."""
+
+    markdown: str
+    problems: list[str]
+    ranges: dict[str, set[tuple[int, int]]]
+
+
+def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | None = None,
+               trace: Any = None) -> MapPage:
+    """Resolve every anchor and write the page (Chinese first); unresolved anchors become problems.
+
+    ``trace`` (a loaded nano-vllm trace whose ``summary.hf_lines`` holds HF's traced lines) adds the
+    identities found by comparison: which variable on which line of each framework held x, x₁, x₂.
+    """
+    sources = sources or Sources(root)
+    problems: list[str] = []
+    ranges: dict[str, set[tuple[int, int]]] = {}
+    head = "".join(f"<th>{html.escape(title)}</th>" for title in FRAMEWORKS.values())
+    body = []
+    for row in rows:
+        cells = []
+        for name in FRAMEWORKS:
+            cell = row.cells.get(name)
+            cells.append(f'<td data-framework="{name}">{_render_cell(cell, sources, links, problems, ranges)}</td>'
+                         if cell else f'<td data-framework="{name}">—</td>')
+        body.append(f'<tr id="step-{html.escape(row.step)}"><th scope="row">{html.escape(row.zh)}'
+                    f'<br><span lang="en">{html.escape(row.en)}</span></th>{"".join(cells)}</tr>')
+    markdown = (f"---\ntitle: 三框架映射 · Three-framework map\n---\n# 三框架映射 · Three-framework map\n\n"
+                f"{_intro(links)}\n\n"
+                f'<div class="an-map"><table><thead><tr><th>步骤 Step</th>{head}</tr></thead>'
+                f'<tbody>{"".join(body)}</tbody></table></div>\n')
+    if trace is not None:
+        markdown += "\n" + _identities(rows, sources, trace, links)
+    return MapPage(markdown, problems, ranges)
+
+
+#: the math variables the identities table follows, with their labels
+FOLLOWED = (("x", "x"), ("x1", "x₁"), ("rmsnorm2", "RMSNorm₂(x₁)"), ("mlp", "m = MLP(·)"), ("x2", "x₂"))
+
+
+def _anchored_lines(rows: list[Row], framework: str, sources: Sources) -> dict[str, set[int]]:
+    """file -> the lines the map's cells of one framework resolve to (every line of a multi-line statement)."""
+    out: dict[str, set[int]] = {}
+    for row in rows:
+        cell = row.cells.get(framework)
+        for anchor in cell.anchors if cell else ():
+            res = resolve(anchor, sources.get(anchor.path))
+            if res.ok and res.span:
+                out.setdefault(anchor.path, set()).update(range(res.span[0], res.span[1] + 1))
+    return out
+
+
+def _nano_hits(trace: Any, lines: dict[str, set[int]], key: str) -> tuple[str, int, str, list[tuple[int, float, float]]] | None:
+    """The map line of nano-vllm whose recorded variable is `key` in the most layers, with per-layer max|Δ|
+    and ulps at scale (max |Δ| in ulps of the largest value: near-zero sign flips make raw ulps meaningless)."""
+    best: tuple[int, tuple[str, int, str, list[tuple[int, float, float]]]] | None = None
+    for path, numbers in lines.items():
+        for line in sorted(numbers):
+            for name in ("residual", "hidden_states", "x", "_"):
+                per_layer: dict[int, tuple[float, float]] = {}
+                for rec in trace.at(path, line):
+                    var = rec.var(name)
+                    m = var.matched if var else None
+                    if m and m["key"] == key and m["layer"] not in per_layer:
+                        per_layer[m["layer"]] = (float(m["max_abs"]), float(m.get("scale_ulps", 0.0)))
+                if per_layer and (best is None or len(per_layer) > best[0]):
+                    best = (len(per_layer), (path, line, name, [(k, *per_layer[k]) for k in sorted(per_layer)]))
+    return best[1] if best else None
+
+
+def _hf_hit(hf: dict[str, Any], lines: set[int], key: str) -> tuple[int, str] | None:
+    """The map line of HF whose traced variable is `key` in the most layers (found by comparison)."""
+    found: dict[tuple[int, str], set[int]] = {}
+    for entry in hf.get("lines", []):
+        if entry["line"] in lines and entry["identity"] == key:
+            found.setdefault((entry["line"], entry["var"]), set()).add(entry["layer"])
+    hits = sorted(found, key=lambda k: (-len(found[k]), k))
+    return hits[0] if hits else None
+
+
+def _identities(rows: list[Row], sources: Sources, trace: Any, links: Links) -> str:
+    """Per math variable: the nano-vllm line and variable and the HF line and variable that held it, by comparison."""
+    hf = trace.summary.get("hf_lines") or {}
+    head = ("## 按比较找到的等价 · Identities found by comparison\n\n"
+            "下面每一行都不是按行号假定的：nano-vllm 的值来自运行轨迹，HF 的值来自同一个行记录器在 HF transformers 的 "
+            "Qwen3（eager）上逐行记录，再与 HF 的数学变量逐一比较。max |Δ| 与 ulps 是 nano-vllm 对 HF 的距离，逐层列出。"
+            " None of these rows is assumed from line numbers: nano-vllm's values come from the trace, HF's from the same line "
+            "recorder run over HF transformers' Qwen3 (eager), each compared with HF's math variables. max |Δ| and ulps "
+            "are nano-vllm's distance to HF, per layer.\n\n"
+            f"**Trace:** {html.escape(trace.provenance())}\n\n")
+    if hf.get("skipped") or not hf.get("lines"):
+        why = hf.get("skipped") or "this trace has no HF line records (re-record it with `annotate trace --force`)"
+        return head + f"HF 的行没有记录 — HF's lines were not traced: {html.escape(why)}\n"
+    hf_file = hf.get("file", "")
+    if not same_bytes(sources.root, hf_file, hf.get("sha256", "")):
+        return head + ("HF 的行是在另一份字节上记录的 — HF's lines were recorded against other bytes than today's "
+                       f"vendored {html.escape(hf_file)}: re-record the trace (`annotate trace --force`)\n")
+    nano_lines = _anchored_lines(rows, "nano-vllm", sources)
+    hf_lines = _anchored_lines(rows, "transformers", sources).get(hf_file, set())
+    out = []
+    for key, label in FOLLOWED:
+        nano = _nano_hits(trace, nano_lines, key)
+        peer = _hf_hit(hf, hf_lines, key)
+        if nano is None and peer is None:
+            continue
+        cells = [f"<td>{html.escape(label)}</td>"]
+        if nano:
+            path, line, var, per_layer = nano
+            cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, path, line))}">'
+                         f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code></td>')
+            cells.append("<td>" + "; ".join(f"ℓ{layer}: {d:.3g} ({u:g} ulp)" for layer, d, u in per_layer) + "</td>")
+        else:
+            cells += ["<td>—</td>", "<td>—</td>"]
+        if peer:
+            line, var = peer
+            cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, hf_file, line))}">'
+                         f'{html.escape(hf_file.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code></td>')
+        else:
+            cells.append("<td>—</td>")
+        out.append(f'<tr data-math="{html.escape(key)}">{"".join(cells)}</tr>')
+    return (head + '<div class="an-table"><table class="an-map-identities"><thead><tr><th>量 quantity</th>'
+            "<th>nano-vllm</th><th>逐层 max |Δ| vs HF（按量级的 ulp） per layer (ulps at scale)</th><th>HF transformers</th></tr></thead>"
+            f'<tbody>{"".join(out)}</tbody></table></div>\n')
+
+
+def _intro(links: Links) -> str:
+    pins = []
+    for vendor in links.registry.all:
+        lock = links.registry.lock(vendor)
+        pins.append(f"{FRAMEWORKS.get(vendor.name, vendor.name)}: {html.escape(lock.upstream.pin_words)}")
+    return ("同一个解码块在三个框架里逐行对照：每格是该步骤的语句（链接到本站源码页的对应行，↗ 是上游固定版本的链接），"
+            "以及这一步之后哪个代码变量装着 x、x₁、x₂。HF transformers 是课本写法（层里直接相加，返回 x₂）；"
+            "nano-vllm 与 vLLM 用两个变量，把残差加法融合进下一个 RMSNorm。所有行号都在构建时由符号锚点解析得到。\n\n"
+            "One decoder block, line by line, in three frameworks: each cell holds the step's statements (linked to the "
+            "line on this site's source page; ↗ is the upstream permalink at the pin) and which code variable holds "
+            "x, x₁, x₂ after it. HF transformers writes the textbook form (adds inside the layer, returns x₂); "
+            "nano-vllm and vLLM use two variables and fuse the residual add into the next RMSNorm. Every line number "
+            "is resolved at build time from symbolic anchors.\n\n"
+            "固定版本 Pins — " + "; ".join(pins))
+
+
+def _render_cell(cell: MapCell, sources: Sources, links: Links, problems: list[str],
+                 ranges: dict[str, set[tuple[int, int]]]) -> str:
+    parts = []
+    for anchor in cell.anchors:
+        resolution = resolve(anchor, sources.get(anchor.path))
+        if not resolution.ok or resolution.span is None:
+            problems.append(CheckEntry(resolution).line())
+            parts.append(f'<div class="an-ref-broken">{html.escape(anchor.label)}: {html.escape(resolution.describe())}</div>')
+            continue
+        parts.append(_statement(anchor, resolution, sources, links, ranges))
+    if cell.holds:
+        held = ", ".join(f"<code>{html.escape(var)}</code> = {html.escape(math)}" for var, math in cell.holds.items())
+        parts.append(f'<div class="an-map-holds">之后 after: {held}</div>')
+    if cell.zh:
+        parts.append(f'<div class="an-map-note">{html.escape(cell.zh)}'
+                     + (f'<br><span lang="en">{html.escape(cell.en)}</span>' if cell.en else "") + "</div>")
+    return "".join(parts) or "—"
+
+
+def _statement(anchor: Anchor, resolution: Resolution, sources: Sources, links: Links,
+               ranges: dict[str, set[tuple[int, int]]]) -> str:
+    start, end = resolution.span  # type: ignore[misc]
+    source = sources.get(anchor.path)
+    assert source is not None
+    first = source.lines[start - 1].strip()
+    text = first + (" …" if end > start else "")
+    name = anchor.path.rsplit("/", 1)[-1]
+    where = f"{name}:{start}" + (f"–{end}" if end > start else "")
+    local = page_url(MAP_URI, anchor.path, start)
+    if end > start:
+        local = local.rsplit("#", 1)[0] + f"#L{start}-L{end}"
+        ranges.setdefault(anchor.path, set()).add((start, end))
+    permalink = links.permalink(anchor.path, start, end)
+    up = (f' <a class="an-upstream" href="{html.escape(permalink)}" title="upstream at the pin">↗</a>'
+          if permalink else ' <span class="an-local">(本地独有 local-only)</span>')
+    return (f'<div class="an-map-stmt"><a class="an-map-line" href="{html.escape(local)}">{html.escape(where)}</a>'
+            f"{up} <code>{html.escape(text)}</code></div>")

@@ -1,0 +1,132 @@
+"""vLLM's native (pure torch) fused add + RMSNorm, run on the inputs a nano-vllm trace recorded.
+
+vLLM's ``RMSNorm.forward_native`` (``vllm/model_executor/layers/layernorm.py``) calls
+``ir.ops.fused_add_rms_norm`` (``vllm/ir/ops/layernorm.py``), whose body is plain torch. That layer
+module cannot be imported here (it pulls in vLLM's platform, env and custom-op machinery, and vLLM
+is not installed), but the op's own module needs only torch and one decorator, ``register_op`` from
+``vllm.ir.op``, which registers the op with vLLM's dispatcher. So the *vendored* op file is executed
+as it is, under a private package name, with that one decorator replaced by a stand-in that returns
+the function unchanged. The CUDA C kernel (an op of vLLM's compiled ``_C`` extension) needs the compiled
+extension and a GPU: it is not run.
+
+For every ``add_rms_forward`` call whose tensors a trace saved (the ``tiny`` preset), the op gets the
+call's recorded arguments and its results are compared with nano-vllm's recorded lines: the rounded
+residual and the normalised sum (before γ: the op is called without a weight, since traces do not
+keep parameters), and with HF's order (round first, then normalise the rounded residual).
+"""
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from annotate.errors import UserError
+from annotate.trace.numerics import Distance, distance
+from annotate.trace.store import ADD_RMS
+
+OPS_FILE = "vllm/ir/ops/layernorm.py"
+VENDOR = "vendor/vllm"
+_PACKAGE = "_annotate_vendored_vllm"
+
+
+@dataclass(frozen=True)
+class FusedCompare:
+    """One recorded call: vLLM native vs nano-vllm (residual, normalised sum) and HF's order vs nano-vllm."""
+
+    module: str
+    layer: int | None
+    residual: Distance      # vLLM's new residual vs nano-vllm's `residual = x.to(orig_dtype)`
+    normalised: Distance    # vLLM's output (no weight) vs nano-vllm's normalised fp32 sum, rounded
+    hf_normalised: Distance  # normalising the *rounded* residual (HF's order) vs nano-vllm's
+
+
+def _register_op(fn: Callable | None = None, **_: Any) -> Any:
+    """Stand-in for ``vllm.ir.op.register_op``: the function itself, with the registration hooks as no-ops."""
+    def wrap(f: Callable) -> Callable:
+        f.register_input_generator = lambda gen: gen  # type: ignore[attr-defined]
+        f.override_tolerance = lambda *a, **k: None  # type: ignore[attr-defined]
+        f.maybe_inplace = f  # type: ignore[attr-defined]
+        return f
+    return wrap(fn) if fn is not None else wrap
+
+
+def load_ops(root: Path) -> types.ModuleType:
+    """The vendored ``vllm/ir/ops/layernorm.py``, executed with the registration decorator stood in."""
+    path = root / VENDOR / OPS_FILE
+    if not path.is_file():
+        raise UserError(f"{path}: vLLM's vendored op file is missing; run `annotate vendor sync`")
+    packages = {name: types.ModuleType(name) for name in (_PACKAGE, f"{_PACKAGE}.ir", f"{_PACKAGE}.ir.ops")}
+    for pkg in packages.values():
+        pkg.__path__ = []
+    op = types.ModuleType(f"{_PACKAGE}.ir.op")
+    op.register_op = _register_op  # type: ignore[attr-defined]
+    module = types.ModuleType(f"{_PACKAGE}.ir.ops.layernorm")
+    module.__package__ = f"{_PACKAGE}.ir.ops"
+    module.__file__ = str(path)
+    saved = {k: sys.modules.get(k) for k in [*packages, op.__name__, module.__name__]}
+    sys.modules.update(packages)
+    sys.modules[op.__name__] = op
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+    finally:
+        for name, old in saved.items():
+            if old is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = old
+    return module
+
+
+def compare_trace(root: Path, trace: Any) -> list[FusedCompare]:
+    """Run vLLM's native op on every recorded add_rms_forward call with saved tensors (empty when none)."""
+    import torch
+
+    calls: dict[tuple[str, int], dict[str, Any]] = {}
+    for r in trace.records:
+        if r.function == ADD_RMS:
+            calls.setdefault((r.module or "", r.call), {"layer": r.layer, "records": []})["records"].append(r)
+    if not calls:
+        return []
+    ops = load_ops(root)
+    eps = float(trace.meta["model"]["config"].get("rms_norm_eps", 1e-6))
+    out = []
+    for (module, _), call in calls.items():
+        got = _tensors(trace, call["records"])
+        if got is None:
+            continue
+        x, residual, nano_residual, nano_norm = got
+        v_norm, v_res = ops.fused_add_rms_norm(x.clone(), residual.clone(), None, eps)
+        rounded = nano_residual.float()
+        hf_norm = (rounded * torch.rsqrt(rounded.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
+        nano = nano_norm.to(x.dtype)
+        out.append(FusedCompare(module, call["layer"], distance(v_res, nano_residual), distance(v_norm, nano),
+                                distance(hf_norm, nano)))
+    return out
+
+
+def _tensors(trace: Any, records: list[Any]) -> tuple[Any, Any, Any, Any] | None:
+    """(x, residual) at entry, the rounded residual, and the normalised fp32 sum before γ — when all were saved."""
+    entry = next((r for r in records if r.kind == "entry"), None)
+    lines = sorted({r.line for r in records if r.kind == "line"})
+    by_line = {r.line: r for r in records if r.kind == "line"}
+    rnd = next((by_line[n] for n in lines if by_line[n].var("residual") and n > lines[0]
+                and by_line[n].var("residual").dtype != "float32" and _assigns(trace, n, "residual")), None)
+    norm = [by_line[n] for n in lines if _assigns(trace, n, "x") and by_line[n].var("x")
+            and by_line[n].var("x").dtype == "float32"]
+    if entry is None or rnd is None or len(norm) < 2:
+        return None
+    keys = [entry.var("x"), entry.var("residual"), rnd.var("residual"), norm[-1].var("x")]
+    if any(k is None or k.tensor is None for k in keys):
+        return None
+    try:
+        return tuple(trace.tensor(k.tensor) for k in keys)
+    except KeyError:
+        return None
+
+
+def _assigns(trace: Any, line: int, name: str) -> bool:
+    info = trace.function(ADD_RMS) or {}
+    return any(s["line"] == line and name in s["targets"] for s in info.get("statements", []))

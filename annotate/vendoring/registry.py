@@ -1,0 +1,83 @@
+"""The upstreams this project vendors: one home, the set of ``vendor/<name>.lock.json`` files.
+
+Each upstream has its own lock (facts only) and its own materialised, git-ignored folder
+``vendor/<name>/``. Vendored paths are global across upstreams (``nanovllm/models/qwen3.py``,
+``transformers/models/qwen3/modeling_qwen3.py``): notes, references and pages name a file by that
+path alone, and the registry says which upstream holds it. Two upstreams may not share a path.
+
+nano-vllm is the *primary* upstream: the one the tool traces, and the one a short reference tail
+(``qwen3.py``) means when several upstreams have a file of that name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from annotate.errors import UserError
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock
+
+PRIMARY = "nano-vllm"
+LOCK_SUFFIX = ".lock.json"
+
+
+@dataclass(frozen=True)
+class Vendor:
+    """One upstream: its name, its lock file and its vendor folder (both project-relative)."""
+
+    name: str
+
+    @property
+    def lock_name(self) -> str:
+        return LOCK_NAME if self.name == PRIMARY else f"vendor/{self.name}{LOCK_SUFFIX}"
+
+    @property
+    def dir(self) -> str:
+        return VENDOR_DIR if self.name == PRIMARY else f"vendor/{self.name}"
+
+    @property
+    def primary(self) -> bool:
+        return self.name == PRIMARY
+
+
+NANO_VLLM = Vendor(PRIMARY)
+
+
+def vendors(root: Path) -> list[Vendor]:
+    """Every upstream with a lock under ``vendor/``, the primary first (it is listed even without a lock)."""
+    names = sorted(p.name[: -len(LOCK_SUFFIX)] for p in (root / "vendor").glob(f"*{LOCK_SUFFIX}") if p.is_file())
+    return [NANO_VLLM] + [Vendor(n) for n in names if n != PRIMARY]
+
+
+@dataclass
+class Registry:
+    """The upstreams of one project with their locks, read once; which upstream holds a path."""
+
+    root: Path
+    locks: dict[str, Lock] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.all = vendors(self.root)
+        self._owner: dict[str, Vendor] = {}
+        for vendor in self.all:
+            lock = self.lock(vendor)
+            for path in set(lock.upstream.files) | set(lock.source.files):
+                other = self._owner.setdefault(path, vendor)
+                if other != vendor:
+                    raise UserError(f"{vendor.lock_name}: {path} is also vendored by {other.lock_name}; "
+                                    "two upstreams cannot share a path (vendor a different file)")
+
+    def lock(self, vendor: Vendor) -> Lock:
+        if vendor.name not in self.locks:
+            self.locks[vendor.name] = read_lock(self.root / vendor.lock_name)
+        return self.locks[vendor.name]
+
+    def owner(self, path: str) -> Vendor:
+        """The upstream whose lock lists ``path``; a file no lock lists belongs to the primary folder."""
+        return self._owner.get(path, NANO_VLLM)
+
+    def lock_of(self, path: str) -> Lock:
+        return self.lock(self.owner(path))
+
+    def file(self, path: str) -> Path:
+        """Where vendored ``path`` is materialised."""
+        return self.root / self.owner(path).dir / path

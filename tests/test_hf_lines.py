@@ -1,0 +1,86 @@
+"""HF transformers' own lines under the same line recorder: each live variable identified by comparison."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from annotate.anchors import Anchor, resolve
+from annotate.errors import UserError
+from annotate.links import Links
+from annotate.notes import Sources
+from annotate.pages.map_page import load_map, render_map
+from annotate.trace.hf_lines import HF_FILE, HF_LOCK, installed_file
+from annotate.trace.store import load_trace
+
+REPO = Path(__file__).resolve().parents[1]
+LAYER = "Qwen3DecoderLayer.forward"
+
+
+def line_of(statement: str, nth: int = 0, symbol: str = LAYER) -> int:
+    return resolve(Anchor(HF_FILE, symbol, statement, nth), Sources(REPO).get(HF_FILE)).span[0]
+
+
+def held(hf: dict, line: int, var: str) -> dict[int, str]:
+    return {e["layer"]: e["identity"] for e in hf["lines"] if e["line"] == line and e["var"] == var}
+
+
+def test_hf_lines_are_identified_by_comparison(tiny_trace) -> None:
+    hf = tiny_trace.payload["summary"]["hf_lines"]
+    assert hf["skipped"] == "" and hf["file"] == HF_FILE
+    layers = range(tiny_trace.payload["meta"]["model"]["layers"])
+    x1, x2 = line_of("hidden_states = residual + hidden_states", 0), line_of("hidden_states = residual + hidden_states", 1)
+    assert held(hf, x1, "hidden_states") == {n: "x1" for n in layers}
+    assert held(hf, x1, "residual") == {n: ("x" if n == 0 else "x2") for n in layers}   # x(ℓ) is x₂(ℓ−1)
+    assert held(hf, x2, "hidden_states") == {n: "x2" for n in layers}
+    assert held(hf, line_of("hidden_states = self.post_attention_layernorm(hidden_states)"), "hidden_states") == {
+        n: "rmsnorm2" for n in layers}
+    assert all(e["max_abs"] == 0.0 for e in hf["lines"] if e["identity"])   # HF against itself: exact
+    text = json.dumps(hf)
+    assert "residual + hidden_states" not in text   # no statement text in the trace
+
+
+def test_map_shows_nano_vllm_and_hf_lines_that_hold_x1(tiny_trace) -> None:
+    trace = load_trace(tiny_trace.out, REPO)
+    html = render_map(REPO, load_map(REPO), Links(REPO), trace=trace).markdown
+    row = re.search(r'<tr data-math="x1">.*?</tr>', html).group(0)
+    nano = resolve(Anchor("nanovllm/models/qwen3.py", LAYER,
+                          "hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)"),
+                   Sources(REPO).get("nanovllm/models/qwen3.py")).span[0]
+    assert f"qwen3.py:{nano}</a> <code>residual</code>" in row
+    assert f"modeling_qwen3.py:{line_of('hidden_states = residual + hidden_states')}</a> <code>hidden_states</code>" in row
+    assert re.search(r"ℓ0: [0-9.e-]+ \([0-9.]+ ulp\)", row)
+
+
+def test_an_installed_transformers_other_than_the_pin_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "vendor").mkdir()
+    lock = json.loads((REPO / HF_LOCK).read_text(encoding="utf-8"))
+    lock["source"]["files"][HF_FILE] = "0" * 64
+    (tmp_path / HF_LOCK).write_text(json.dumps(lock), encoding="utf-8")
+    with pytest.raises(UserError, match=r"the installed transformers is not the vendored pin"):
+        installed_file(tmp_path)
+    base, path = installed_file(REPO)
+    assert path == base / HF_FILE
+
+
+def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from annotate.pages.hf_values import HfValues
+
+    traces = SimpleNamespace(views=[SimpleNamespace(pin_moved=False, trace=load_trace(tiny_trace.out, REPO))])
+    panels = HfValues(traces, REPO)
+    line = line_of("hidden_states = residual + hidden_states")
+    html = panels.line_html(HF_FILE, line)
+    assert f'id="hf-values-L{line}"' in html and "x₁⁽0⁾" in html and "值 values" in html and "eager" in html
+    assert panels.line_html("nanovllm/models/qwen3.py", line) == ""
+    # HF's vendored file changes (a vendor update): the recorded lines are shown nowhere
+    other = tmp_path / "project"
+    (other / "vendor/transformers" / HF_FILE).parent.mkdir(parents=True)
+    for lock in (HF_LOCK, "vendor/nano-vllm.lock.json"):
+        shutil.copy2(REPO / lock, other / lock)
+    (other / "vendor/transformers" / HF_FILE).write_text("# edited\n", encoding="utf-8")
+    assert HfValues(traces, other).by_line == {}

@@ -1,0 +1,93 @@
+"""The 三框架映射 map page: anchors from map/decoder-block.yml resolve in all three upstreams' vendored
+files, cells link to the resolved lines and the pinned upstream lines, and a broken anchor is a problem
+(which fails the strict build)."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from annotate.anchors import Anchor, resolve
+from annotate.errors import UserError
+from annotate.links import Links
+from annotate.notes import Sources
+from annotate.pages.map_page import FRAMEWORKS, MAP_FILE, load_map, render_map
+
+pytest_plugins = ["site_fixtures"]
+REPO = Path(__file__).resolve().parents[1]
+HF = "transformers/models/qwen3/modeling_qwen3.py"
+
+
+@pytest.fixture(scope="module")
+def rows():
+    found = load_map(REPO)
+    assert found is not None
+    return found
+
+
+def test_every_step_has_the_three_frameworks_and_resolves(rows) -> None:
+    steps = [r.step for r in rows]
+    assert steps == ["embedding", "first-input-norm", "fused-input-norm", "attention", "x1-and-norm", "gate-up",
+                     "silu-mul", "down", "x2", "returns", "final-norm"]
+    assert all(set(r.cells) == set(FRAMEWORKS) for r in rows)
+    page = render_map(REPO, rows, Links(REPO))
+    assert page.problems == []
+    assert page.markdown.index("三框架映射") < page.markdown.index("Three-framework map")
+
+
+def test_hf_x1_cell_links_to_the_resolved_line_and_the_tag_permalink(rows) -> None:
+    """HF's first residual add (x₁) is modeling_qwen3.py:270 at v4.57.6: resolved, not typed into the map."""
+    line = resolve(Anchor(HF, "Qwen3DecoderLayer.forward", "hidden_states = residual + hidden_states", 0),
+                   Sources(REPO).get(HF)).span[0]
+    assert line == 270   # the fact the issue states, checked against the vendored file
+    html = render_map(REPO, rows, Links(REPO)).markdown
+    row = re.search(r'<tr id="step-x1-and-norm">.*?</tr>', html).group(0)
+    cell = re.search(r'<td data-framework="transformers">.*?</td>', row).group(0)
+    assert f'href="source/{HF}.html#L{line}"' in cell
+    assert f"https://github.com/huggingface/transformers/blob/v4.57.6/src/{HF}#L{line}" in cell
+    assert "<code>residual</code> = x₁ (bf16)" in cell
+    # a multi-line statement links to its whole span, and the span is registered as an anchor for the page
+    attention = re.search(r'<tr id="step-attention">.*?</tr>', html).group(0)
+    assert f'source/{HF}.html#L260-L269"' in attention
+    assert (260, 269) in render_map(REPO, rows, Links(REPO)).ranges[HF]
+
+
+def test_a_broken_anchor_is_one_problem_line(rows) -> None:
+    row = rows[4]
+    cell = row.cells["vllm"]
+    broken = replace(cell, anchors=(replace(cell.anchors[0], statement="residual = residual + hidden_states"),))
+    rows = [*rows[:4], replace(row, cells={**row.cells, "vllm": broken}), *rows[5:]]
+    page = render_map(REPO, rows, Links(REPO))
+    assert len(page.problems) == 1
+    assert "vllm/model_executor/models/qwen3.py" in page.problems[0] and "changed" in page.problems[0]
+    assert "an-ref-broken" in page.markdown
+
+
+def test_a_malformed_map_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "map").mkdir()
+    (tmp_path / MAP_FILE).write_text("rows:\n  - step: x\n    zh: 甲\n    en: a\n    cells: {hf: {anchors: []}}\n",
+                                     encoding="utf-8")
+    with pytest.raises(UserError, match=r"map/decoder-block.yml: \$\.rows\[0\]\.cells\.hf: expected one of"):
+        load_map(tmp_path)
+
+
+def test_the_strict_build_fails_when_a_map_anchor_stops_resolving(project: Path) -> None:
+    from annotate.cli.site import build_site
+
+    path = project / MAP_FILE
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("statement: return hidden_states}", "statement: return hidden_states * 2}"),
+                    encoding="utf-8")
+    with pytest.raises(UserError, match=r"modeling_qwen3\.py.*return hidden_states \* 2"):
+        build_site(project, project / "site", strict=True)
+    assert not (project / "site").exists()
+
+
+def test_the_lessons_step_links_name_steps_of_the_map(rows) -> None:
+    """The lesson's two-layer section links each step to its map row (`map.md#step-…`): every one exists."""
+    text = (REPO / "docs/lesson.md").read_text(encoding="utf-8")
+    linked = re.findall(r"\]\(map\.md#step-([a-z0-9-]+)\)", text)
+    assert len(linked) >= 8
+    assert set(linked) <= {r.step for r in rows}
