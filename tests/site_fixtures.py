@@ -44,6 +44,13 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
+def copy_project_with_trace(dest: Path, trace_dir: Path) -> Path:
+    """:func:`copy_project` whose traces/ holds one recorded trace (e.g. the session's tiny one)."""
+    root = copy_project(dest)
+    shutil.copytree(trace_dir, root / "traces" / trace_dir.name)
+    return root
+
+
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A scratch project root the test may edit (notes, docs, vendored files)."""

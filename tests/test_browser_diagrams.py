@@ -8,7 +8,6 @@ Screenshots go to test-artifacts/.
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -27,11 +26,9 @@ VIEWPORTS = {"phone": {"width": 390, "height": 844}, "desktop": {"width": 1400, 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory, tiny_trace) -> Path:
-    from site_fixtures import copy_project
+    from site_fixtures import copy_project_with_trace
 
-    root = copy_project(tmp_path_factory.mktemp("dgsite") / "project")
-    shutil.copytree(tiny_trace.out, root / "traces" / tiny_trace.out.name)
-    return root
+    return copy_project_with_trace(tmp_path_factory.mktemp("dgsite") / "project", tiny_trace.out)
 
 
 @pytest.fixture(scope="module")

@@ -28,11 +28,9 @@ GOLDEN = Path(__file__).with_name("golden")
 @pytest.fixture(scope="module")
 def traced_root(tmp_path_factory: pytest.TempPathFactory, tiny_trace) -> Path:
     """A project copy whose traces/ holds the session's tiny bf16 trace (with its tensors)."""
-    from site_fixtures import copy_project
+    from site_fixtures import copy_project_with_trace
 
-    root = copy_project(tmp_path_factory.mktemp("diagrams") / "project")
-    shutil.copytree(tiny_trace.out, root / "traces" / tiny_trace.out.name)
-    return root
+    return copy_project_with_trace(tmp_path_factory.mktemp("diagrams") / "project", tiny_trace.out)
 
 
 @pytest.fixture(scope="module")
