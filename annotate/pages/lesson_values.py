@@ -23,6 +23,7 @@ from pathlib import Path
 from annotate.errors import UserError
 from annotate.notes import Sources
 from annotate.pages.trace_set import TraceSet
+from annotate.references import find_file
 from annotate.pages.tracefmt import esc, num, sup_label, value_url
 from annotate.source import AnchorError
 from annotate.vendoring.sync import vendored_files
@@ -32,12 +33,9 @@ SEP = " › "
 
 
 def _file(root: Path, name: str, where: str) -> str:
-    """The vendored path a short name (`qwen3.py`) or full path stands for."""
-    found = [p for p in vendored_files(root) if p == name or p.endswith("/" + name)]
-    if len(found) != 1:
-        raise UserError(f"{where}: {{{{value …}}}} names file {name!r}, which matches {len(found)} vendored files; "
-                        "write its path, e.g. nanovllm/models/qwen3.py")
-    return found[0]
+    """The vendored path a short name (`qwen3.py`) or full path stands for: the same rule as a
+    ``[[…]]`` reference's (a tail several upstreams share means nano-vllm's file)."""
+    return find_file(name, vendored_files(root), f"{where}: {{{{value …}}}}")
 
 
 def render(body: str, page: str, root: Path, traces: TraceSet | None, where: str, sources: Sources) -> str:
