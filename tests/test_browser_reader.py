@@ -345,10 +345,11 @@ def test_lesson_opens_on_content_on_a_phone(browser, traced_site: Path, artifact
         v.open("lesson.html")
         assert not v.page.eval_on_selector("article details.info", "d => d.open")   # provenance folded
         assert v.in_viewport(".an-lesson-lead")
-        # previous / next in reading order: the lesson leads to its diagrams, they to the first annotated file
-        assert v.page.get_attribute("a.md-footer__link--next", "href").endswith("diagrams.html")
-        v.open("diagrams.html")
-        assert v.page.get_attribute("a.md-footer__link--next", "href").endswith("source/nanovllm/models/qwen3.py.html")
+        # previous / next in reading order: lesson → its diagrams → the three-framework map → the first annotated file
+        for page, after in (("lesson.html", "diagrams.html"), ("diagrams.html", "map.html"),
+                            ("map.html", "source/nanovllm/models/qwen3.py.html")):
+            v.open(page)
+            assert v.page.get_attribute("a.md-footer__link--next", "href").endswith(after), page
         v.open("lesson.html")
         v.page.screenshot(path=str(artifacts / "reader-phone-lesson-top.png"))
     finally:
