@@ -7,6 +7,7 @@ the tiny trace the trace tests' session fixture records (one real compiled run, 
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import shutil
@@ -44,7 +45,9 @@ def mini_dir(name: str = "bf16") -> Path:
             st["text"] = _statement(f["file"], st["line"], st["end_line"])
     for f in payload["summary"]["flow"]:
         f["text"] = payload["records"][f["record"]]["text"]
-    out = Path(tempfile.mkdtemp(prefix="annotate-mini-")) / name
+    folder = Path(tempfile.mkdtemp(prefix="annotate-mini-"))
+    atexit.register(shutil.rmtree, folder, True)   # (lru_cache: once per name and process; gone at exit)
+    out = folder / name
     out.mkdir()
     (out / "trace.json").write_text(json.dumps(payload, ensure_ascii=False), encoding="utf-8")
     return out
