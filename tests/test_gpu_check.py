@@ -190,6 +190,10 @@ def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: P
     assert "imported: transformers 4.57.6 | tokenizers 0.22.2 | huggingface-hub 0.36.2" in log
     trace = json.loads((out / "cpu" / "trace.json").read_text(encoding="utf-8"))
     assert trace["meta"]["compiled"]["ran_compiled"] and trace["meta"]["device"] == "cpu"
+    # recording maps lines through tree-sitter (annotate/source.py): the carried wheels provide it
+    carried = log[log.index("== carried wheels"):]
+    assert re.search(r"^  tree-sitter +\d", carried, re.M) and re.search(r"^  tree-sitter-python +\d", carried, re.M)
+    assert trace["records"] and all(f["statements"] for f in trace["functions"])
     assert trace["meta"]["versions"]["transformers"] == "4.57.6"
     assert "cpp_fused" in (out / "cpu" / "kernels.txt").read_text(encoding="utf-8")
     bandwidth = json.loads((out / "cpu" / "bandwidth.json").read_text(encoding="utf-8"))
