@@ -1,9 +1,15 @@
-"""A tree-sitter model of one Python file: symbols, statements, assignment targets, find().
+"""The one model of a Python file's statements (tree-sitter): symbols, statements, targets, find().
 
 Notes and prose references are anchored by *symbol* (qualified name such as
 ``RMSNorm.add_rms_forward``) and *statement* (its text with white space normalised), never by
 line number; this module is what turns such an anchor back into the line span of the file at
-hand. It knows nothing of notes, pages or MkDocs.
+hand. The trace recorder reads the same statements (`annotate.trace.sourcemap` adds only what
+their bytecode may do): each also carries the local names it binds, the names of the enclosing
+`for` loops and its sole ``name.method(…)`` call, all found in the same walk. It knows nothing of
+notes, pages, traces or MkDocs.
+
+tree-sitter is imported when the first file is parsed, not with this module: the trace command's
+parser and help, and the modules of the trace path, load without it.
 """
 from __future__ import annotations
 
@@ -12,9 +18,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-import tree_sitter_python
-from tree_sitter import Language, Node, Parser
+if TYPE_CHECKING:
+    from tree_sitter import Node, Parser
 
 #: Compound statements whose *header* (up to the colon) is one statement of ours.
 _COMPOUND = {
@@ -32,10 +39,17 @@ _COMPOUND = {
 }
 _DEFINITIONS = {"function_definition", "class_definition"}
 _ASSIGNMENTS = {"assignment", "augmented_assignment"}
+#: patterns a name can be bound inside (`a, (b, *c) = …`); attributes and subscripts bind no name
+_NAME_PATTERNS = {"pattern_list", "tuple_pattern", "list_pattern", "tuple", "list", "list_splat_pattern",
+                  "list_splat", "parenthesized_expression", "as_pattern_target"}
 
 
 @lru_cache(maxsize=1)
 def _parser() -> Parser:
+    """The Python parser; tree-sitter is imported here, on first use (see the module docstring)."""
+    import tree_sitter_python
+    from tree_sitter import Language, Parser
+
     return Parser(Language(tree_sitter_python.language()))
 
 
@@ -78,7 +92,13 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Statement:
-    """One statement (or compound-statement header) with its normalised text and targets."""
+    """One statement (or compound-statement header) with its normalised text and targets.
+
+    ``targets`` and ``mutated`` are what a reader sees assigned or changed (``self.x``, ``x[i]``,
+    any in-place call inside); ``bound_names`` is narrower, the *local variables* a frame holds
+    after the statement: plain names bound by ``=``/``+=``/``:``, ``for`` and ``with … as`` (every
+    target of ``a = b = …``), and ``x`` for a bare ``x.op_(…)`` (torch's in-place rule), which is
+    what the trace recorder looks up."""
 
     start_line: int
     end_line: int
@@ -87,10 +107,22 @@ class Statement:
     symbol: str | None  # innermost enclosing symbol's qualname; None at module level
     targets: tuple[str, ...] = ()  # names bound by `=`, `+=`, `for`, `with … as`
     mutated: tuple[str, ...] = ()  # names changed in place by a trailing-underscore method call
+    bound_names: tuple[str, ...] = ()  # local names bound (or changed in place by a bare `x.op_(…)`)
+    loop_targets: tuple[str, ...] = ()  # local names bound by the enclosing `for` headers of its function
+    method: tuple[str, str] | None = None  # ("q", "view"): the statement's (header's) only call, see _sole_method
 
     @property
     def span(self) -> tuple[int, int]:
         return (self.start_line, self.end_line)
+
+    @property
+    def is_header(self) -> bool:
+        """The header of a compound statement or definition (its body's statements follow it)."""
+        return self.kind in _COMPOUND or self.kind in _DEFINITIONS
+
+    @property
+    def is_return(self) -> bool:
+        return self.kind == "return_statement"
 
     @property
     def lines(self) -> range:
@@ -109,6 +141,9 @@ class SourceFile:
     text: str
     symbols: dict[str, Symbol] = field(default_factory=dict)
     statements: list[Statement] = field(default_factory=list)
+    #: every definition in file order; `symbols` keeps the last of a name (a property's setter, a
+    #: function defined once per platform), this keeps them all
+    definitions: list[Symbol] = field(default_factory=list)
 
     @property
     def lines(self) -> list[str]:
@@ -169,7 +204,7 @@ def parse(text: str, path: str = "<string>") -> SourceFile:
     source = text.encode("utf-8")
     tree = _parser().parse(source)
     model = SourceFile(path=path, text=text)
-    _Walker(source, model).visit_block(tree.root_node, scope=[], in_class=False)
+    _Walker(source, model).visit_block(tree.root_node, scope=[], in_class=False, loops=())
     model.statements.sort(key=lambda s: (s.start_line, -s.end_line))
     return model
 
@@ -184,27 +219,28 @@ class _Walker:
     def text(self, node: Node) -> str:
         return self.source[node.start_byte : node.end_byte].decode("utf-8")
 
-    def visit_block(self, node: Node, scope: list[str], in_class: bool) -> None:
+    def visit_block(self, node: Node, scope: list[str], in_class: bool, loops: tuple[str, ...]) -> None:
         for child in node.named_children:
-            self.visit(child, scope, in_class)
+            self.visit(child, scope, in_class, loops)
 
-    def visit(self, node: Node, scope: list[str], in_class: bool) -> None:
+    def visit(self, node: Node, scope: list[str], in_class: bool, loops: tuple[str, ...]) -> None:
         kind = node.type
         if kind == "decorated_definition":
             definition = node.child_by_field_name("definition")
             if definition is not None:
-                self.visit_definition(definition, node, scope, in_class)
+                self.visit_definition(definition, node, scope, in_class, loops)
         elif kind in _DEFINITIONS:
-            self.visit_definition(node, node, scope, in_class)
+            self.visit_definition(node, node, scope, in_class, loops)
         elif kind in _COMPOUND:
-            self.visit_compound(node, scope, in_class)
+            self.visit_compound(node, scope, in_class, loops)
         elif kind in ("comment", "block"):
             if kind == "block":
-                self.visit_block(node, scope, in_class)
+                self.visit_block(node, scope, in_class, loops)
         else:
-            self.add_statement(node, node.end_byte, scope)
+            self.add_statement(node, node.end_byte, scope, loops)
 
-    def visit_definition(self, node: Node, outer: Node, scope: list[str], in_class: bool) -> None:
+    def visit_definition(self, node: Node, outer: Node, scope: list[str], in_class: bool,
+                         loops: tuple[str, ...]) -> None:
         name_node = node.child_by_field_name("name")
         if name_node is None:   # (tree-sitter's grammar always names a def or class)
             return
@@ -213,7 +249,7 @@ class _Walker:
         decorators = [c for c in outer.named_children if c.type == "decorator"]
         is_class = node.type == "class_definition"
         kind = "class" if is_class else ("method" if in_class else "function")
-        self.model.symbols[qualname] = Symbol(
+        self.model.symbols[qualname] = symbol = Symbol(
             qualname=qualname,
             kind=kind,
             def_line=node.start_point[0] + 1,
@@ -222,25 +258,29 @@ class _Walker:
             decorators=tuple(self.text(d).lstrip("@").strip() for d in decorators),
             decorator_lines=tuple(d.start_point[0] + 1 for d in decorators),
         )
+        self.model.definitions.append(symbol)
         body = node.child_by_field_name("body")
         header_end = body.start_byte if body is not None else node.end_byte
-        self.add_statement(node, header_end, [*scope, name], header=True)
-        if body is not None:
-            self.visit_block(body, [*scope, name], in_class=is_class)
+        self.add_statement(node, header_end, [*scope, name], loops, header=True)
+        if body is not None:   # a new frame: the loops around the definition are not its own
+            self.visit_block(body, [*scope, name], in_class=is_class, loops=())
 
-    def visit_compound(self, node: Node, scope: list[str], in_class: bool) -> None:
+    def visit_compound(self, node: Node, scope: list[str], in_class: bool, loops: tuple[str, ...]) -> None:
         body = node.child_by_field_name("body") or node.child_by_field_name("consequence")
         blocks = [c for c in node.named_children if c.type == "block"]
         first_block = body or (blocks[0] if blocks else None)
         header_end = first_block.start_byte if first_block is not None else node.end_byte
-        self.add_statement(node, header_end, scope, header=True)
+        self.add_statement(node, header_end, scope, loops, header=True)
+        if node.type == "for_statement":   # its body (and `else:`) run with the loop's names bound
+            loops = loops + tuple(_plain_names(node.child_by_field_name("left"), self.text))
         for child in node.named_children:
             if child.type == "block":
-                self.visit_block(child, scope, in_class)
+                self.visit_block(child, scope, in_class, loops)
             elif child.type in _COMPOUND:
-                self.visit_compound(child, scope, in_class)
+                self.visit_compound(child, scope, in_class, loops)
 
-    def add_statement(self, node: Node, end_byte: int, scope: list[str], header: bool = False) -> None:
+    def add_statement(self, node: Node, end_byte: int, scope: list[str], loops: tuple[str, ...],
+                      header: bool = False) -> None:
         raw = self.source[node.start_byte : end_byte].decode("utf-8")
         text = normalise(_strip_comments(raw, node, self.source, end_byte))
         end_line = self.source[:end_byte].rstrip().count(b"\n") + 1
@@ -253,6 +293,9 @@ class _Walker:
                 symbol=".".join(scope) or None,
                 targets=() if node.type in _DEFINITIONS else tuple(_targets(node, self.text)),
                 mutated=() if header else tuple(_mutated(node, self.text)),
+                bound_names=tuple(_bound_names(node, end_byte, self.text)),
+                loop_targets=loops,
+                method=_sole_method(node, end_byte, self.text),
             )
         )
 
@@ -327,3 +370,72 @@ def _descendants(node: Node, kind: str) -> list[Node]:
             found.append(current)
         stack.extend(current.children)
     return found
+
+
+_Text = Callable[["Node"], str]
+
+
+def _plain_names(node: Node | None, text: _Text) -> list[str]:
+    """Local names a binding target binds, left to right (``self.x`` and ``x[i]`` bind none)."""
+    if node is None:
+        return []
+    if node.type == "identifier":
+        return [text(node)]
+    if node.type not in _NAME_PATTERNS:
+        return []
+    return [n for child in node.named_children for n in _plain_names(child, text)]
+
+
+def _bound_names(node: Node, end_byte: int, text: _Text) -> list[str]:
+    """Local names the statement (or header, up to ``end_byte``) binds; a bare ``x.op_(…)`` binds x."""
+    if node.type == "for_statement":
+        return _plain_names(node.child_by_field_name("left"), text)
+    if node.type == "with_statement":
+        aliases = [a for a in _descendants(node, "as_pattern_target") if a.start_byte < end_byte]
+        return [n for a in sorted(aliases, key=lambda a: a.start_byte) for n in _plain_names(a, text)]
+    if node.type != "expression_statement" or len(node.named_children) != 1:
+        return []
+    first = node.named_children[0]
+    if first.type == "call":
+        receiver = _in_place_receiver(first, text)
+        return [receiver] if receiver is not None else []
+    found: list[str] = []
+    expr: Node | None = first
+    while expr is not None and expr.type in _ASSIGNMENTS:   # `a = b = x`: a chain of assignments
+        found += _plain_names(expr.child_by_field_name("left"), text)
+        expr = expr.child_by_field_name("right")
+    return found
+
+
+def _in_place_receiver(call: Node, text: _Text) -> str | None:
+    """``x`` for ``x.op_(…)`` (a trailing-underscore method of a plain name), else None."""
+    func = call.child_by_field_name("function")
+    if func is None or func.type != "attribute":
+        return None
+    method, receiver = func.child_by_field_name("attribute"), func.child_by_field_name("object")
+    if method is None or receiver is None or receiver.type != "identifier":
+        return None
+    name = text(method)
+    return text(receiver) if name.endswith("_") and not name.startswith("_") else None
+
+
+def _sole_method(node: Node, end_byte: int, text: _Text) -> tuple[str, str] | None:
+    """(receiver, name) when the statement's (or header's) only call is ``name.method(…)`` with no
+    ``*args``, ``**kwargs`` or ``out=`` (what such arguments hold, or where it writes, is unknown)."""
+    calls = [c for c in _descendants(node, "call") if c.start_byte < end_byte]
+    if len(calls) != 1:
+        return None
+    func = calls[0].child_by_field_name("function")
+    if func is None or func.type != "attribute":
+        return None
+    receiver, method = func.child_by_field_name("object"), func.child_by_field_name("attribute")
+    if receiver is None or method is None or receiver.type != "identifier":
+        return None
+    args = calls[0].child_by_field_name("arguments")
+    for arg in args.named_children if args is not None else []:
+        if arg.type in ("list_splat", "dictionary_splat"):
+            return None
+        name = arg.child_by_field_name("name") if arg.type == "keyword_argument" else None
+        if name is not None and text(name) == "out":
+            return None
+    return text(receiver), text(method)

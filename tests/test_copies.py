@@ -14,12 +14,13 @@ import pytest
 import torch
 
 from annotate.trace.copies import CopyCache, clone, reads_only
+from annotate.source import parse
 from annotate.trace.sourcemap import TracedStatement
 from conftest import ROOT, _need_vendor
 
 
 def stmt(effect: str) -> TracedStatement:
-    return TracedStatement(1, 1, (), False, (), "x = f(y)", effect)
+    return TracedStatement(parse("x = f(y)\n").statements[0], effect)
 
 
 @dataclass

@@ -93,19 +93,36 @@ def carried_wheels() -> Path:
 
 
 def test_the_trace_cli_imports_without_tree_sitter() -> None:
-    """`annotate trace` (parser and every module of the trace path) must not need tree-sitter: the image lacks it."""
+    """`annotate trace`'s parser and the modules of the trace path load without tree-sitter (the
+    image lacks it until the carried wheels are installed): it is imported when a file is first parsed."""
     code = BLOCK_TREE_SITTER + """
 from annotate.cli import build_parser
 args = build_parser().parse_args(["trace", "--preset", "tiny"])
 assert args.func.__module__ == "annotate.cli.trace"
 import annotate.trace.pipeline, annotate.trace.report, annotate.trace.runtime, annotate.trace.bandwidth
-import annotate.trace.store
+import annotate.trace.store, annotate.trace.sourcemap, annotate.source
 print("ok")
 """
     proc = _run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
-    blocked = _run([sys.executable, "-c", BLOCK_TREE_SITTER + "import annotate.source"], cwd=ROOT)
+    blocked = _run([sys.executable, "-c", BLOCK_TREE_SITTER + "import annotate.source\nannotate.source.parse('x = 1')"],
+                   cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert blocked.returncode != 0 and "blocked: tree_sitter" in blocked.stderr   # the blocker does block
+
+
+def test_recording_without_tree_sitter_is_one_clear_line(tmp_path: Path) -> None:
+    """Recording maps the traced lines to the tree-sitter model's statements: without tree-sitter
+    the trace stops with one line naming what is missing and the fix, no traceback, no trace."""
+    _need_vendor()
+    out = tmp_path / "trace"
+    code = BLOCK_TREE_SITTER + "from annotate.cli import main\nraise SystemExit(main(sys.argv[1:]))\n"
+    proc = _run([sys.executable, "-c", code, "--root", str(ROOT), "trace", "--preset", "tiny", "--layers", "1",
+                 "--tokens", "3", "--out", str(out), "--quiet"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("annotate: error:")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
+    assert errors[0].startswith("annotate: error: tracing needs tree-sitter") and "blocked: tree_sitter" in errors[0]
+    assert "make install" in errors[0] and "scripts/gpu-check.sh" in errors[0]
+    assert "Traceback" not in proc.stderr + proc.stdout and not out.exists()
 
 
 def test_the_wheel_list_carries_exactly_five_and_never_numpy_or_pytest() -> None:
@@ -173,6 +190,10 @@ def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: P
     assert "imported: transformers 4.57.6 | tokenizers 0.22.2 | huggingface-hub 0.36.2" in log
     trace = json.loads((out / "cpu" / "trace.json").read_text(encoding="utf-8"))
     assert trace["meta"]["compiled"]["ran_compiled"] and trace["meta"]["device"] == "cpu"
+    # recording maps lines through tree-sitter (annotate/source.py): the carried wheels provide it
+    carried = log[log.index("== carried wheels"):]
+    assert re.search(r"^  tree-sitter +\d", carried, re.M) and re.search(r"^  tree-sitter-python +\d", carried, re.M)
+    assert trace["records"] and all(f["statements"] for f in trace["functions"])
     assert trace["meta"]["versions"]["transformers"] == "4.57.6"
     assert "cpp_fused" in (out / "cpu" / "kernels.txt").read_text(encoding="utf-8")
     bandwidth = json.loads((out / "cpu" / "bandwidth.json").read_text(encoding="utf-8"))

@@ -116,3 +116,102 @@ def test_nearest_ranks_similar_statements(layernorm) -> None:
 def test_module_level_statements_have_no_symbol(qwen3) -> None:
     assert qwen3.statement_at(1).symbol is None
     assert qwen3.find(None, "import torch") == (1, 1)
+
+
+# ---------------------------------------------------------------- what the trace recorder reads
+
+RECORDED = '''\
+def f(self, x, ys, k):
+    for a, (b, *c) in ys:
+        x.mul_(2)
+        x.float().add_(1)
+        y = x.add_(1)
+        for i in a:
+            q = q.view(-1)
+        else:
+            z = i
+        def g(t):
+            return t
+    with torch.autocast("cpu") as (w, self.h), open(k) as m:
+        self.f(x)
+        x.f()
+    a = b = c
+    self.x = y
+    x[0] = 1
+    t: int = 3
+    n += 1
+    r = f(*ys)
+    s = x.view(2, out=y)
+    u = x.view(**k)
+    v = x.a.b(2)
+    e = x.view(y.size(0))
+    if x.any():
+        pass
+    return x, y
+'''
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    model = parse(RECORDED, "t.py")
+    return {s.text: s for s in model.statements}
+
+
+def test_bound_names_are_the_local_variables_a_frame_holds_after_the_statement(recorded) -> None:
+    assert recorded["for a, (b, *c) in ys"].bound_names == ("a", "b", "c")
+    assert recorded["x.mul_(2)"].bound_names == ("x",)                 # in place: torch's trailing `_`
+    assert recorded["x.float().add_(1)"].bound_names == ()             # changes a temporary, not x
+    assert recorded["y = x.add_(1)"].bound_names == ("y",)
+    assert recorded["y = x.add_(1)"].mutated == ("x",)                 # what a reader sees changed
+    assert recorded["a = b = c"].bound_names == ("a", "b")             # every target of a chain
+    assert recorded["a = b = c"].targets == ("a",)
+    assert recorded["self.x = y"].bound_names == () and recorded["self.x = y"].targets == ("self.x",)
+    assert recorded["x[0] = 1"].bound_names == ()
+    assert recorded["t: int = 3"].bound_names == ("t",) and recorded["n += 1"].bound_names == ("n",)
+    with_header = recorded['with torch.autocast("cpu") as (w, self.h), open(k) as m']
+    assert with_header.bound_names == ("w", "m") and with_header.is_header
+    assert recorded["if x.any()"].bound_names == () and recorded["return x, y"].bound_names == ()
+
+
+def test_loop_targets_are_the_enclosing_for_headers_of_the_same_function(recorded) -> None:
+    assert recorded["for a, (b, *c) in ys"].loop_targets == ()        # a header is not inside itself
+    assert recorded["x.mul_(2)"].loop_targets == ("a", "b", "c")
+    assert recorded["q = q.view(-1)"].loop_targets == ("a", "b", "c", "i")
+    assert recorded["z = i"].loop_targets == ("a", "b", "c", "i")      # a loop's `else:` runs with its names
+    assert recorded["def g(t)"].loop_targets == ("a", "b", "c")
+    assert recorded["return t"].loop_targets == ()                    # another frame: its own loops only
+    assert recorded["a = b = c"].loop_targets == ()
+
+
+def test_method_is_the_sole_call_on_a_plain_name_with_known_arguments(recorded) -> None:
+    assert recorded["q = q.view(-1)"].method == ("q", "view")
+    assert recorded["self.f(x)"].method == ("self", "f")
+    assert recorded["x.f()"].method == ("x", "f")
+    assert recorded["if x.any()"].method == ("x", "any")               # a header: its condition
+    assert recorded['with torch.autocast("cpu") as (w, self.h), open(k) as m'].method is None   # two calls
+    for text in ("r = f(*ys)", "s = x.view(2, out=y)", "u = x.view(**k)", "v = x.a.b(2)",
+                 "e = x.view(y.size(0))", "a = b = c"):
+        assert recorded[text].method is None, text
+
+
+def test_a_header_counts_only_its_own_calls() -> None:
+    model = parse("def f(x):\n    for i in x.split(2):\n        g(i)\n        h(i)\n", "t.py")
+    header = model.statement_at(2)
+    assert header is not None and header.method == ("x", "split") and header.is_header
+
+
+def test_returns_are_marked(recorded) -> None:
+    assert recorded["return x, y"].is_return and recorded["return t"].is_return
+    assert not recorded["y = x.add_(1)"].is_return and not recorded["if x.any()"].is_return
+
+
+def test_definitions_keep_every_definition_of_a_name() -> None:
+    src = "class A:\n    @property\n    def p(self):\n        return 1\n    @p.setter\n    def p(self, v):\n        pass\n"
+    model = parse(src, "t.py")
+    assert model.symbol("A.p").def_line == 6                         # the dict keeps the last
+    assert [(s.qualname, s.start_line) for s in model.definitions] == [("A", 1), ("A.p", 2), ("A.p", 5)]
+
+
+def test_the_vendored_in_place_normalisation_binds_x(layernorm) -> None:
+    stmt = layernorm.statement_at(38)
+    assert stmt is not None and stmt.bound_names == ("x",) and stmt.loop_targets == () and stmt.method is None

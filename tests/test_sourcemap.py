@@ -1,4 +1,5 @@
-"""annotate.trace.sourcemap: statements of the traced functions, and what their bytecode may do.
+"""annotate.trace.sourcemap: statements of the traced functions (the one tree-sitter model of
+annotate/source.py), and what their bytecode may do.
 
 Statements are found by their text in the vendored code, never by line number."""
 from __future__ import annotations
@@ -13,7 +14,7 @@ from conftest import ROOT, _need_vendor
 
 
 def _by_text(info) -> dict[str, object]:
-    return {s.text: s for s in info.statements.values()}
+    return {s.statement.text: s for s in info.statements.values()}
 
 
 @pytest.fixture(scope="module")
@@ -32,19 +33,19 @@ def _info(fn, name):
 
 def test_effects_of_the_decoder_layer_statements(mods) -> None:
     stmts = _by_text(_info(mods["qwen3"].Qwen3DecoderLayer.forward, "Qwen3DecoderLayer.forward"))
-    assert stmts["if residual is None:"].effect == "pure"
+    assert stmts["if residual is None"].effect == "pure"
     assert stmts["hidden_states = self.mlp(hidden_states)"].effect == "one-call"
     assert stmts["return hidden_states, residual"].effect == "pure"
-    assert stmts["hidden_states = self.mlp(hidden_states)"].targets == ("hidden_states",)
+    assert stmts["hidden_states = self.mlp(hidden_states)"].statement.bound_names == ("hidden_states",)
 
 
 def test_loops_and_nested_calls_are_not_taken_as_quiet(mods) -> None:
     model = _by_text(_info(mods["qwen3"].Qwen3Model.forward, "Qwen3Model.forward"))
-    assert model["for layer in self.layers:"].effect == "other"          # iteration runs code
+    assert model["for layer in self.layers"].effect == "other"          # iteration runs code
     attn = _by_text(_info(mods["qwen3"].Qwen3Attention.forward, "Qwen3Attention.forward"))
     assert attn["output = self.o_proj(o.flatten(1, -1))"].effect == "other"   # two calls
-    assert attn["if not self.qkv_bias:"].effect == "pure"                     # a truth test
-    assert attn["q = q.view(-1, self.num_heads, self.head_dim)"].method == ("q", "view")
+    assert attn["if not self.qkv_bias"].effect == "pure"                     # a truth test
+    assert attn["q = q.view(-1, self.num_heads, self.head_dim)"].statement.method == ("q", "view")
 
 
 def test_effects_of_a_local_function(tmp_path: Path) -> None:
@@ -66,44 +67,91 @@ def test_effects_of_a_local_function(tmp_path: Path) -> None:
     ns: dict = {}
     exec(compile(src.read_text(), str(src), "exec"), ns)
     info = code_info(ns["f"], "f", tmp_path)
-    effects = {s.text: s.effect for s in info.statements.values()}
+    effects = {s.statement.text: s.effect for s in info.statements.values()}
     assert effects == {"a = x": "pure", "b = (x, y)": "pure", "x.add_(1)": "one-call",
-                       "c = x + y": "other", "d = x.view(2, out=y)": "one-call", "if not a:": "pure",
+                       "c = x + y": "other", "d = x.view(2, out=y)": "one-call", "if not a": "pure",
                        "pass": "pure", "return g(a)": "one-call"}
-    methods = {s.text: s.method for s in info.statements.values()}
+    methods = {s.statement.text: s.statement.method for s in info.statements.values()}
     assert methods["x.add_(1)"] == ("x", "add_") and methods["d = x.view(2, out=y)"] is None
     assert methods["return g(a)"] is None
     assert info.statements[4] is info.statements[3]          # a two-line statement is one statement
     assert info.file == "mod.py" and info.params == ("x", "y")
 
 
-def test_recorder_statements_agree_with_the_notes_statements(mods) -> None:
-    """The recorder splits functions into statements with `ast`; notes and pages use tree-sitter
-    (annotate/source.py). Values are shown on the lines notes are pinned to only if both agree, so
-    they must — spans, and the names each statement binds or changes in place — on every function
-    the recorder traces or replays, apart from the two kinds of lines only tree-sitter calls
-    statements: the `def` header and a bare `else:`."""
+def test_every_line_the_traced_functions_run_lies_in_a_statement_of_the_model(mods) -> None:
+    """The recorder's per-line table is built from the tree-sitter model (annotate/source.py): each
+    line event the interpreter sends for a function it records (forwards, compiled bodies run
+    eagerly here, the rope helper) must land on a statement of that table, and that statement is
+    the one the pages' model puts on the line."""
+    import sys
+
+    import torch
+
     from annotate import source
     from annotate.trace import runtime
-    from annotate.trace.recorder import unwrap_compiled
+    from annotate.trace.recorder import Recorder
 
-    q, ln, act, rope = mods["qwen3"], mods["layernorm"], mods["activation"], mods["rotary"]
-    functions = {
-        "Qwen3Model.forward": q.Qwen3Model.forward, "Qwen3DecoderLayer.forward": q.Qwen3DecoderLayer.forward,
-        "Qwen3Attention.forward": q.Qwen3Attention.forward, "Qwen3MLP.forward": q.Qwen3MLP.forward,
-        "RMSNorm.forward": ln.RMSNorm.forward, "RMSNorm.rms_forward": unwrap_compiled(ln.RMSNorm, "rms_forward"),
-        "RMSNorm.add_rms_forward": unwrap_compiled(ln.RMSNorm, "add_rms_forward"),
-        "SiluAndMul.forward": unwrap_compiled(act.SiluAndMul, "forward"),
-        "RotaryEmbedding.forward": unwrap_compiled(rope.RotaryEmbedding, "forward"),
-        "apply_rotary_emb": rope.apply_rotary_emb,
-    }
+    rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=1, tokens=3, root=ROOT))
+    try:
+        infos = {info.code: info for info in Recorder(rt.model, mods, runtime.vendor_root(ROOT)).code_infos()}
+        seen: dict[str, set[int]] = {}
+
+        def on_call(frame, event, arg):
+            info = infos.get(frame.f_code)
+            if info is None:
+                return None
+            lines = seen.setdefault(info.qualname, set())
+
+            def on_line(frame, event, arg):
+                if event == "line":
+                    lines.add(frame.f_lineno)
+                return on_line
+            return on_line
+
+        with torch.compiler.set_stance("force_eager"):   # the compiled bodies run their own lines
+            sys.settrace(on_call)
+            try:
+                runtime.run_prefill(rt)
+            finally:
+                sys.settrace(None)
+    finally:
+        rt.close()
     root = runtime.vendor_root(ROOT)
-    for qual, fn in functions.items():
-        info = code_info(fn, qual, root)
-        tree = source.load(root / info.file, info.file)
-        lines = tree.lines
-        ours = sorted({(s.start, s.end, tuple(sorted(s.targets))) for s in info.statements.values()})
-        theirs = sorted((s.start_line, s.end_line, tuple(sorted(set(s.targets) | set(s.mutated))))
-                        for s in tree.statements_in(qual)
-                        if s.start_line != tree.symbol(qual).def_line and lines[s.start_line - 1].strip() != "else:")
-        assert ours == theirs, qual
+    assert set(seen) == {info.qualname for info in infos.values()}      # every function ran
+    for info in infos.values():
+        model = source.load(root / info.file, info.file)
+        for line in sorted(seen[info.qualname]):
+            traced = info.statement_at(line)
+            assert traced is not None, f"{info.qualname}: line {line} ran but is in no statement"
+            assert model.statement_at(line) == traced.statement, (info.qualname, line)
+    assert sum(map(len, seen.values())) > 50
+
+
+def test_one_line_compounds_headers_and_names_defined_twice(tmp_path: Path) -> None:
+    src = tmp_path / "mod.py"
+    src.write_text(textwrap.dedent("""\
+        class A:
+            @property
+            def p(self):
+                if self: return 1
+                for i in self:
+
+                    j = i
+                else:
+                    return 2
+            @p.setter
+            def p(self, v):
+                pass
+        """), encoding="utf-8")
+    ns: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    getter = code_info(ns["A"].p.fget, "A.p", tmp_path)
+    assert getter.def_line == 3 and getter.params == ("self",)
+    assert getter.statement_at(4).statement.is_return        # `if self: return 1` is its return
+    loop = getter.statement_at(5).statement
+    assert loop.span == (5, 5) and loop.bound_names == ("i",) and getter.statement_at(6) is None
+    assert getter.statement_at(7).statement.loop_targets == ("i",)
+    assert getter.statement_at(8) is None                    # `else:` runs no code of its own
+    assert max(getter.statements) == 9                       # the setter is another function
+    setter = code_info(ns["A"].p.fset, "A.p", tmp_path)
+    assert setter.def_line == 11 and sorted(setter.statements) == [12]

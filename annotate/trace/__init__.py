@@ -6,7 +6,7 @@ Modules, lowest first, each with one job:
 * `shims`      flash_attn stand-in on SDPA, installed only when flash_attn is missing
 * `kernels`    capture of the code Inductor generates (C++ on CPU, Triton on GPU)
 * `runtime`    process group, presets, random HF-layout checkpoints, the vendored model, prefill context
-* `sourcemap`  statements and assigned names per source line (ast)
+* `sourcemap`  per traced line, its statement of the one model (`annotate.source`) and its bytecode effect
 * `recorder`   sys.settrace line recorder, eager replay of compiled bodies, compiled-ran-compiled check
 * `reference`  HF transformers peer, math variables, identification by comparison
 * `provenance` vendor pin and hashes, versions, device
@@ -15,5 +15,6 @@ Modules, lowest first, each with one job:
 * `pipeline`   one `annotate trace` run; `report` its text report
 * `bandwidth`  fused add_rms_forward vs eager vs device copy timing (GPU check)
 
-Nothing here imports pages, notes or the site.
+Nothing here imports pages, notes or the site; `sourcemap` reads the statement model below them
+(`annotate.source`, which imports tree-sitter on first use).
 """

@@ -132,10 +132,10 @@ def functions_payload(rec: Recorder) -> list[dict[str, Any]]:
     out = []
     for info in rec.code_infos():
         kind = "traced" if info.code in rec.traced else ("compiled" if info.qualname in rec.originals else "helper")
-        stmts = {s.start: s for s in info.statements.values()}
+        stmts = {t.statement.start_line: t.statement for t in info.statements.values()}
         out.append({"name": info.qualname, "file": info.file, "def_line": info.def_line, "kind": kind,
-                    "statements": [{"line": s.start, "end_line": s.end, "targets": list(s.targets)}
-                                   for s in sorted(stmts.values(), key=lambda s: s.start)]})
+                    "statements": [{"line": s.start_line, "end_line": s.end_line, "targets": list(s.bound_names)}
+                                   for s in sorted(stmts.values(), key=lambda s: s.start_line)]})
     return out
 
 

@@ -141,7 +141,8 @@ def unwrap_compiled(cls: type, attr: str) -> Callable:
 def _watch_list(stmt: TracedStatement) -> tuple[tuple[str, str], ...]:
     """(name, role) to look up after `stmt`: its targets, then `hidden_states` / `residual` when
     it does not assign them."""
-    return tuple((n, "assigned") for n in stmt.targets) + tuple((n, "live") for n in LIVE if n not in stmt.targets)
+    bound = stmt.statement.bound_names
+    return tuple((n, "assigned") for n in bound) + tuple((n, "live") for n in LIVE if n not in bound)
 
 
 #: set the trace function aside while the compiled-call wrapper does its bookkeeping (see `_wrapper`)
@@ -474,7 +475,7 @@ class Recorder:
                     if state.current is not None:
                         self._finish(frame, state, None)
                     state.current = stmt
-                    method = stmt.method
+                    method = stmt.statement.method
                     state.read_only_call = method is not None and method[0] != "self" and self._contract \
                         and reads_only(frame.f_locals.get(method[0]), method[1])
             elif event == "return":
@@ -523,14 +524,15 @@ class Recorder:
                 vars_.append((name, take(value), role))
             elif role == "assigned" and isinstance(value, (tuple, list)):
                 vars_ += [(n, take(t), role) for n, t in _tensors(value, name)]
-        if retval is not None and stmt.is_return:
+        is_return = stmt.statement.is_return
+        if retval is not None and is_return:
             vars_ += [(n, take(t), "return") for n, t in _tensors(retval, "return")]
         if self._anchor is None:   # `_sort_key`, inlined
             self._order += 1
             key = (self._order - 1, 1, 0)
         else:
             key = self._sort_key()
-        self._raw.append((state, stmt, vars_, f_locals.copy(), retval if stmt.is_return else None, key))
+        self._raw.append((state, stmt, vars_, f_locals.copy(), retval if is_return else None, key))
 
     def _sort_key(self) -> tuple[int, int, int]:
         """Where a record goes in the final order: in event order, except that a deferred replay's
@@ -554,11 +556,12 @@ class Recorder:
             if stmt is None:
                 line, end, kind, text, layer, hit = info.def_line, info.def_line, "entry", "", state.layer, 0
             else:
-                line, end, kind, text, layer = stmt.start, stmt.end, "line", stmt.text, state.layer
-                for name in stmt.loop_targets if layer is None else ():
+                st = stmt.statement
+                line, end, kind, text, layer = st.start_line, st.end_line, "line", st.text, state.layer
+                for name in st.loop_targets if layer is None else ():
                     layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
-                hit = state.hits.get((stmt.start, layer), 0)
-                state.hits[(stmt.start, layer)] = hit + 1
+                hit = state.hits.get((line, layer), 0)
+                state.hits[(line, layer)] = hit + 1
             aliases = alias_groups(f_locals, retval, {v.name for v in vars_})
             self.records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
                                           state.module, state.call, hit, 0, text, vars_, aliases, key))

@@ -1,4 +1,10 @@
-"""Which statement each source line belongs to, and which names it assigns (from `ast`).
+"""What the recorder needs to know of a traced function: its statements per line, and what each
+statement's bytecode may do.
+
+The statements are those of the one model of a file (:mod:`annotate.source`, tree-sitter), the
+model notes and pages use: a function's file is parsed once and the statements inside the
+function's symbol are taken, so a recorded line is a line the site's anchors know. This module adds
+only what is not syntax.
 
 A line event only says "line N is about to run". A statement may span several lines (and line
 events may jump back to its first line), so the recorder works per statement: a statement is
@@ -8,33 +14,32 @@ Each statement also gets an `effect`, read off its bytecode, which lets the reco
 tensor changed between two of its events (and so reuse a copy instead of taking another):
 "pure" (no call at all: loads, stores, tuple packing, `is None` and truth tests, jumps), "one-call"
 (exactly one call, everything else pure) or "other". For a one-call statement whose call is a
-method of a local (`q.view(…)`), `method` names the two, so the recorder can check at run time
-that it is a torch.Tensor method that writes nothing.
+method of a local (`q.view(…)`), `Statement.method` names the two, so the recorder can check at run
+time that it is a torch.Tensor method that writes nothing.
 """
 from __future__ import annotations
 
-import ast
 import dis
-import inspect
-import textwrap
-from dataclasses import dataclass, field, replace
+import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType
-from typing import Callable, Sequence
+from typing import Callable
+
+from annotate import source
+from annotate.errors import UserError
+from annotate.source import Statement
+
+#: headers that hold no code of their own (no line event lands on them): not statements of a trace
+_NO_CODE = frozenset({"else_clause", "finally_clause"})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TracedStatement:
-    """One simple statement, or the header of a compound one (`if …:`, `for …:`)."""
+    """A statement of the model with what its bytecode may do (see the module docstring)."""
 
-    start: int
-    end: int
-    targets: tuple[str, ...]
-    is_return: bool
-    loop_targets: tuple[str, ...]   # names bound by enclosing `for` headers
-    text: str
-    effect: str = "other"           # "pure" | "one-call" | "other" (see the module docstring)
-    method: tuple[str, str] | None = None   # ("q", "view") for `q = q.view(…)`: the one call's receiver and name
+    statement: Statement
+    effect: str = "other"           # "pure" | "one-call" | "other"
 
 
 @dataclass
@@ -50,83 +55,6 @@ class CodeInfo:
 
     def statement_at(self, line: int) -> TracedStatement | None:
         return self.statements.get(line)
-
-
-def _names(target: ast.AST) -> list[str]:
-    """Plain names bound by an assignment target (attributes and subscripts bind none)."""
-    if isinstance(target, ast.Name):
-        return [target.id]
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return [n for elt in target.elts for n in _names(elt)]
-    if isinstance(target, ast.Starred):
-        return _names(target.value)
-    return []
-
-
-def _mutated(expr: ast.AST) -> list[str]:
-    """`x.mul_(…)` changes x in place: treat it as assigning x (torch's trailing-underscore rule)."""
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr.endswith("_") \
-            and not expr.func.attr.startswith("_") and isinstance(expr.func.value, ast.Name):
-        return [expr.func.value.id]
-    return []
-
-
-def _targets(stmt: ast.stmt | ast.ExceptHandler) -> list[str]:
-    """Names a statement binds (or mutates in place, for a bare `x.op_(…)` call)."""
-    if isinstance(stmt, ast.Expr):
-        return _mutated(stmt.value)
-    if isinstance(stmt, ast.Assign):
-        return [n for t in stmt.targets for n in _names(t)]
-    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
-        return _names(stmt.target)
-    if isinstance(stmt, (ast.For, ast.AsyncFor)):
-        return _names(stmt.target)
-    if isinstance(stmt, (ast.With, ast.AsyncWith)):
-        return [n for item in stmt.items if item.optional_vars is not None for n in _names(item.optional_vars)]
-    return []
-
-
-def _method(stmt: ast.stmt | ast.ExceptHandler) -> tuple[str, str] | None:
-    """(receiver, name) when the statement's only call is `name.method(…)` with no `out=` and no
-    unpacked arguments (their contents would be unknown)."""
-    header = [stmt.test] if isinstance(stmt, (ast.If, ast.While)) else \
-        [stmt.iter] if isinstance(stmt, (ast.For, ast.AsyncFor)) else [stmt]
-    calls = [n for h in header for n in ast.walk(h) if isinstance(n, ast.Call)]
-    if len(calls) != 1:
-        return None
-    call = calls[0]
-    func = call.func
-    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
-        return None
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg in (None, "out") for k in call.keywords):
-        return None
-    return func.value.id, func.attr
-
-
-_BODIES = ("body", "orelse", "finalbody", "handlers")
-
-
-def _walk(body: Sequence[ast.stmt | ast.ExceptHandler], offset: int, lines: list[str], loops: tuple[str, ...],
-          out: dict[int, TracedStatement]) -> None:
-    """Fill `out` with every line of every statement in `body` (recursing into compound ones)."""
-    for stmt in body:
-        children = [c for name in _BODIES for c in getattr(stmt, name, []) or []]
-        inner = [c for c in children if isinstance(c, ast.stmt)]
-        if isinstance(stmt, ast.ExceptHandler):
-            inner = stmt.body
-        first_child = min((c.lineno for c in inner), default=None)
-        end = (first_child - 1) if first_child else (stmt.end_lineno or stmt.lineno)
-        text = " ".join(ln.strip() for ln in lines[stmt.lineno - 1:end])
-        info = TracedStatement(stmt.lineno + offset, end + offset, tuple(_targets(stmt)),
-                         isinstance(stmt, ast.Return), loops, text, method=_method(stmt))
-        for line in range(stmt.lineno, end + 1):
-            out.setdefault(line + offset, info)
-        if inner:
-            more = tuple(_names(stmt.target)) if isinstance(stmt, (ast.For, ast.AsyncFor)) else ()
-            for name in _BODIES:
-                sub: list[ast.stmt | ast.ExceptHandler] = [
-                    c for c in getattr(stmt, name, []) or [] if isinstance(c, (ast.stmt, ast.ExceptHandler))]
-                _walk(sub, offset, lines, loops + more, out)
 
 
 #: opcodes that run no code that could write to a tensor: local/constant/global/attribute loads
@@ -150,40 +78,90 @@ PURE_OPS = frozenset({
 CALL_OPS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
 
 
-def _effects(code: CodeType, statements: dict[int, TracedStatement]) -> dict[int, TracedStatement]:
-    """`statements` with each statement's `effect` set from the opcodes on its lines."""
+def _effects(code: CodeType, lines: dict[int, Statement]) -> dict[int, TracedStatement]:
+    """Each line's statement with its `effect`, from the opcodes on the statement's lines."""
     calls: dict[int, int] = {}
     other: set[int] = set()
     for ins in dis.get_instructions(code):
         line = ins.positions.lineno if ins.positions else None
-        stmt = statements.get(line) if line is not None else None
+        stmt = lines.get(line) if line is not None else None
         if stmt is None:
             continue
         if ins.opname in CALL_OPS:
-            calls[stmt.start] = calls.get(stmt.start, 0) + 1
+            calls[stmt.start_line] = calls.get(stmt.start_line, 0) + 1
         elif ins.opname not in PURE_OPS:
-            other.add(stmt.start)
+            other.add(stmt.start_line)
     done: dict[int, TracedStatement] = {}
-    for start, stmt in {st.start: st for st in statements.values()}.items():
+    for start, stmt in {st.start_line: st for st in lines.values()}.items():
         n = calls.get(start, 0)
         effect = "other" if start in other or n > 1 else ("one-call" if n == 1 else "pure")
-        done[start] = replace(stmt, effect=effect)
-    return {line: done[stmt.start] for line, stmt in statements.items()}
+        done[start] = TracedStatement(stmt, effect)
+    return {line: done[stmt.start_line] for line, stmt in lines.items()}
+
+
+_MODELS: dict[tuple[str, str], source.SourceFile] = {}
+
+
+def _model(path: Path, rel: str) -> source.SourceFile:
+    """The parsed model of `path`, once per path and content (traced functions share files)."""
+    data = path.read_bytes()
+    key = (str(path), hashlib.sha256(data).hexdigest())
+    if key not in _MODELS:
+        try:
+            _MODELS[key] = source.parse(data.decode("utf-8"), rel)
+        except ImportError as exc:
+            raise UserError(f"tracing needs tree-sitter to map the traced lines to their statements ({exc}); "
+                            "install the project (`make install`) or, on the GPU image, the carried wheels "
+                            "(scripts/gpu-check.sh does)") from None
+    return _MODELS[key]
+
+
+def _symbol(model: source.SourceFile, code: CodeType, qualname: str) -> source.Symbol:
+    """The function's symbol: the one that starts on the code object's first line (its first
+    decorator's, else its `def`), the one named `qualname` among several."""
+    found = [s for s in model.definitions if s.kind != "class" and s.start_line == code.co_firstlineno]
+    named = [s for s in found if s.qualname == qualname]
+    if named or found:
+        return (named or found)[0]
+    raise LookupError(f"{model.path}: no function starts on line {code.co_firstlineno} ({qualname})")
+
+
+def _lines(statements: list[Statement]) -> dict[int, Statement]:
+    """line -> statement, for every line of each statement; a header gives only the lines before
+    its body's first statement (`if x: return y` is the `return`), and the outer statement wins
+    a line shared with an inner one."""
+    out: dict[int, Statement] = {}
+    for i, stmt in enumerate(statements):
+        last = stmt.end_line
+        if stmt.is_header and i + 1 < len(statements):
+            last = min(last, statements[i + 1].start_line - 1)
+        for line in range(stmt.start_line, last + 1):
+            out.setdefault(line, stmt)
+    return out
+
+
+def _in_body(stmt: Statement, symbol: source.Symbol) -> bool:
+    """`stmt` runs in the function's frame, or is inside a definition made there (not its own
+    `def` header, which has its own record: the entry)."""
+    name = symbol.qualname
+    if not symbol.start_line <= stmt.start_line <= symbol.end_line:   # (a name may be defined twice)
+        return False
+    if stmt.symbol != name and not (stmt.symbol or "").startswith(name + "."):
+        return False
+    own_header = stmt.kind == "function_definition" and stmt.symbol == name and stmt.start_line == symbol.def_line
+    return not own_header and stmt.kind not in _NO_CODE
 
 
 def code_info(func: Callable, qualname: str, vendor_root: Path) -> CodeInfo:
-    """Parse `func`'s source into per-line statements; `file` is relative to `vendor_root`."""
-    src_lines, first = inspect.getsourcelines(func)
-    tree = ast.parse(textwrap.dedent("".join(src_lines)))
-    fdef = next(n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
-    offset = first - 1
-    statements: dict[int, TracedStatement] = {}
-    _walk(fdef.body, offset, [ln.rstrip("\n") for ln in textwrap.dedent("".join(src_lines)).splitlines()], (), statements)
+    """`func`'s statements per line, from the model of its file; `file` is relative to `vendor_root`."""
     code = func.__code__
     path = Path(code.co_filename).resolve()
     try:
         rel = path.relative_to(vendor_root.resolve()).as_posix()
     except ValueError:
         rel = path.as_posix()
+    model = _model(path, rel)
+    symbol = _symbol(model, code, qualname)
+    inside = [s for s in model.statements if _in_body(s, symbol)]
     params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    return CodeInfo(qualname, rel, code, fdef.lineno + offset, tuple(params), _effects(code, statements))
+    return CodeInfo(qualname, rel, code, symbol.def_line, tuple(params), _effects(code, _lines(inside)))
