@@ -182,7 +182,8 @@ def scan_claims(project: Project | Path) -> list[str]:
         return out
     for page in found.pages():
         text = read_text(page.path, f"{found.docs_label}/{page.uri}")
-        out += problems(text, page.uri, found.root, found.docs_label) + page_problems(text, page.uri, found.root)
+        out += problems(text, page.uri, found.root, found.docs_label)
+        out += page_problems(text, page.uri, found.root, found.docs_label)
     return out
 
 

@@ -196,7 +196,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             try:
                 return lean(tex, m.group(1) == "div")
             except MathError as exc:
-                raise PluginError(f"docs/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
+                raise PluginError(f"{self.project.docs_label}/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
 
         html_text = _ARITHMATEX.sub(render, html_text)
         try:
