@@ -51,6 +51,16 @@ def test_docs_and_site_dir_are_read_relative_to_the_config(tmp_path: Path) -> No
     assert project_inputs(root) == project.inputs
 
 
+def test_the_output_guard_protects_the_configured_docs_dir(tmp_path: Path) -> None:
+    from annotate.guard import refuse_unsafe_output
+
+    root = _root(tmp_path, "site_name: t\ndocs_dir: pages\n", "pages", "map")
+    for folder in ("pages", "pages/sub", "map"):
+        with pytest.raises(UserError, match=f"is or holds the project's input {folder.split('/')[0]}/"):
+            refuse_unsafe_output(root, root / folder, "--site-dir")
+    refuse_unsafe_output(root, root / "docs", "--site-dir")  # not an input of this project: a new folder is fine
+
+
 def test_absent_settings_mean_mkdocs_defaults(tmp_path: Path) -> None:
     root = _root(tmp_path, "site_name: t\n", "docs")
     project = Project.load(root)
