@@ -18,7 +18,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
 
 from annotate.errors import UserError
 
@@ -177,16 +177,19 @@ def _default(setting: str) -> str:
 
 
 def _read_yaml(config_file: Path, name: str) -> dict[str, Any]:
-    """The config file's settings, with MkDocs' own YAML loader (``!ENV``, ``!!python/name:``, INHERIT)."""
-    from mkdocs.exceptions import ConfigurationError
-    from mkdocs.utils.yaml import yaml_load
+    """The config file's settings, read with MkDocs' own YAML loader (``!ENV``, ``!!python/name:``, INHERIT).
 
+    Where MkDocs is not installed (the GPU image runs `annotate trace` without the site's tools), a
+    safe loader that reads any tag it does not know as null: enough for docs_dir and site_dir.
+    """
     if not config_file.is_file():
         raise UserError(f"{config_file}: missing; restore it with `git checkout -- {name}`")
     try:
         with open(config_file, "rb") as fd:
-            raw = yaml_load(fd)
-    except (ConfigurationError, ImportError, ValueError) as exc:  # yaml's errors arrive as ConfigurationError
+            raw = _yaml_load(fd)
+    except ImportError as exc:  # a !!python/name: tag naming a module that is not installed
+        raise UserError(f"{config_file}: cannot be read ({exc}); install it or fix the YAML") from None
+    except ValueError as exc:  # yaml's errors arrive as MkDocs' ConfigurationError or yaml.YAMLError
         first = " ".join(str(exc).split())[:300]
         raise UserError(f"{config_file}: cannot be read ({first}); fix the YAML") from None
     except OSError as exc:
@@ -195,6 +198,28 @@ def _read_yaml(config_file: Path, name: str) -> dict[str, Any]:
         raise UserError(f"{config_file}: expected a mapping of settings (site_name: …), got {type(raw).__name__}; "
                         "fix the file")
     return raw
+
+
+def _yaml_load(fd: BinaryIO) -> Any:
+    """MkDocs' loader when MkDocs is installed, else the tolerant safe loader (see :func:`_read_yaml`)."""
+    import yaml
+
+    try:
+        from mkdocs.exceptions import ConfigurationError
+        from mkdocs.utils.yaml import yaml_load
+    except ImportError:
+        class Tolerant(yaml.SafeLoader):
+            """Safe YAML; an unknown tag (``!ENV``, ``!!python/name:…``) is read as null."""
+
+        Tolerant.add_multi_constructor("", lambda loader, suffix, node: None)
+        try:
+            return yaml.load(fd, Loader=Tolerant)  # a SafeLoader subclass: builds no Python objects
+        except yaml.YAMLError as exc:
+            raise ValueError(str(exc)) from None
+    try:
+        return yaml_load(fd)
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _setting_folder(raw: dict[str, Any], setting: str, config_file: Path, name: str) -> Path:

@@ -4,6 +4,7 @@ reading the same folder (a project whose mkdocs.yml says ``docs_dir: pages``).""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,17 @@ def test_python_name_tags_are_read_like_mkdocs_does(tmp_path: Path) -> None:
     root = _root(tmp_path, "site_name: t\ndocs_dir: pages\nmarkdown_extensions:\n  - pymdownx.emoji:\n"
                  "      emoji_index: !!python/name:material.extensions.emoji.twemoji\n", "pages")
     assert Project.load(root).docs_label == "pages"
+
+
+def test_without_mkdocs_the_layout_is_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU image runs `annotate trace` (whose output guard reads the layout) without MkDocs installed."""
+    root = _root(tmp_path, "site_name: t\ndocs_dir: pages\nextra:\n  key: !ENV [NOPE, x]\nmarkdown_extensions:\n"
+                 "  - pymdownx.emoji:\n      emoji_index: !!python/name:nowhere.at.all\n", "pages")
+    monkeypatch.setitem(sys.modules, "mkdocs.utils.yaml", None)  # `import` of it now raises ImportError
+    assert Project.load(root).docs_label == "pages"
+    (root / "mkdocs.yml").write_text("site_name: [t\n", encoding="utf-8")
+    with pytest.raises(UserError, match="mkdocs.yml: cannot be read"):
+        Project.load(root)
 
 
 def test_from_config_agrees_with_load(project: Path) -> None:
