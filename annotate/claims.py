@@ -1,6 +1,6 @@
 """Computed claims in hand-written pages: numbers produced at build time by the vendored code.
 
-Syntax (in any page under ``docs/``, outside fenced code and inline code spans)::
+Syntax (in any hand-written page, MkDocs' ``docs_dir``, outside fenced code and inline code spans)::
 
     {{= mlp.h1024_f3072.params }}          a number computed from the vendored Qwen3MLP -> 9437184
     {{= mlp.h1024_f3072.params:, }}        with a Python format spec            -> 9,437,184
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.errors import UserError
-from annotate.markdown_scan import DOCS_DIR, prose_lines, replace_outside_code
+from annotate.markdown_scan import prose_lines, replace_outside_code
+from annotate.project import DOCS_FOLDER, Project, project_if_any
 
 _PLACEHOLDER = re.compile(r"\{\{=(?P<body>.*?)\}\}")
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?P<index>(?:\[\d+\])*)$")
@@ -45,28 +46,29 @@ class Placeholder:
     name: str  # claim name
     index: tuple[int, ...] = ()  # element indices, outermost first
     spec: str = ""  # format spec ("" = default)
+    folder: str = DOCS_FOLDER  # the docs folder as messages name it (Project.docs_label)
 
     @property
     def where(self) -> str:
-        return f"{DOCS_DIR}/{self.page}:{self.line}"
+        return f"{self.folder}/{self.page}:{self.line}"
 
 
 # ---------------------------------------------------------------- finding placeholders
 
-def parse_claim(raw: str, body: str, page: str, line: int) -> Placeholder:
+def parse_claim(raw: str, body: str, page: str, line: int, folder: str = DOCS_FOLDER) -> Placeholder:
     """The placeholder for ``{{=body}}``, or a ClaimError saying how to write it."""
     text, _, spec = body.strip().partition(":")
     m = _NAME.match(text.strip())
     if not m:
-        raise ClaimError(f"{DOCS_DIR}/{page}:{line}: placeholder {raw} is not `{{{{= family.claim[index]:spec }}}}`; "
+        raise ClaimError(f"{folder}/{page}:{line}: placeholder {raw} is not `{{{{= family.claim[index]:spec }}}}`; "
                          "write a claim name such as `{{= rmsnorm.example.rms }}`")
     index = tuple(int(i) for i in _INDEX.findall(m.group("index")))
-    return Placeholder(raw, page, line, m.group("name"), index, spec.strip())
+    return Placeholder(raw, page, line, m.group("name"), index, spec.strip(), folder)
 
 
-def find_claims(markdown: str, page: str) -> list[Placeholder]:
-    """Every placeholder on a page (ClaimError on the first malformed one)."""
-    return [parse_claim(m.group(0), m.group("body"), page, number)
+def find_claims(markdown: str, page: str, folder: str = DOCS_FOLDER) -> list[Placeholder]:
+    """Every placeholder on a page (ClaimError on the first malformed one); ``folder``: the docs folder's label."""
+    return [parse_claim(m.group(0), m.group("body"), page, number, folder)
             for number, text in prose_lines(markdown) for m in _PLACEHOLDER.finditer(text)]
 
 
@@ -122,16 +124,17 @@ def _value(ph: Placeholder, table: object) -> str:
 
 # ---------------------------------------------------------------- the API the plugin calls
 
-def expand(markdown: str, page: str, root: Path, *, strict: bool = True) -> str:
+def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder: str = DOCS_FOLDER) -> str:
     """Replace every ``{{= claim }}`` on ``page`` by its computed value.
 
-    ``page`` is the docs-relative path (MkDocs' ``page.file.src_uri``), ``root`` the project root.
+    ``page`` is the docs-relative path (MkDocs' ``page.file.src_uri``), ``root`` the project root,
+    ``folder`` the docs folder as messages name it (``Project.docs_label``).
     Strict: the first problem raises ClaimError (a UserError), one line naming page:line and claim.
     Not strict: a problem renders as a visible marker whose tooltip says what is wrong.
     """
     if "{{=" not in markdown:
         return markdown
-    found = find_claims(markdown, page)
+    found = find_claims(markdown, page, folder)
     if not found:
         return markdown
     from annotate.lesson.table import load_table
@@ -149,10 +152,10 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True) -> str:
     return "\n".join(lines)
 
 
-def problems(markdown: str, page: str, root: Path) -> list[str]:
+def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER) -> list[str]:
     """Every problem on a page, one line each (empty when all claims hold)."""
     try:
-        found = find_claims(markdown, page)
+        found = find_claims(markdown, page, folder)
     except ClaimError as exc:
         return [str(exc)]
     if not found:
@@ -168,15 +171,19 @@ def problems(markdown: str, page: str, root: Path) -> list[str]:
     return out
 
 
-def scan_claims(root: Path) -> list[str]:
-    """Problems of every hand-written page under ``docs/`` (for `annotate check`)."""
-    docs = root / DOCS_DIR
-    out: list[str] = []
+def scan_claims(project: Project | Path) -> list[str]:
+    """Problems of every hand-written page, listed as the build lists them (for `annotate check`)."""
+    from annotate.codec import read_text
     from annotate.lesson.diagrams import page_problems  # the element-level diagrams' numbers too
 
-    for page in sorted(docs.rglob("*.md")) if docs.is_dir() else []:
-        text, uri = page.read_text(encoding="utf-8"), page.relative_to(docs).as_posix()
-        out += problems(text, uri, root) + page_problems(text, uri, root)
+    found = project_if_any(project) if isinstance(project, Path) else project
+    out: list[str] = []
+    if found is None:  # no mkdocs.yml: no hand-written pages
+        return out
+    for page in found.pages():
+        text = read_text(page.path, f"{found.docs_label}/{page.uri}")
+        out += problems(text, page.uri, found.root, found.docs_label)
+        out += page_problems(text, page.uri, found.root, found.docs_label)
     return out
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 from typing import Callable, Iterator
+
+from annotate.project import Project
 
 ARITHMATEX = re.compile(r'<(span|div) class="arithmatex">\s*\\[(\[]\s*(.*?)\s*\\[)\]]\s*</\1>', re.S)
 
@@ -21,22 +22,18 @@ def page_formulas(page_html: str) -> Iterator[tuple[str, bool]]:
         yield html.unescape(m.group(2)), m.group(1) == "div"
 
 
-def check_docs(root: Path, math_check: Callable[[str], str | None], config_name: str = "mkdocs.yml") -> list[str]:
-    """One line per formula on a page under docs/ that KaTeX refuses (empty: all parse)."""
+def check_docs(project: Project, math_check: Callable[[str], str | None]) -> list[str]:
+    """One line per formula on a hand-written page (as the build lists them) that KaTeX refuses (empty: all parse)."""
     import markdown
-    from mkdocs.config import load_config
 
     from annotate.codec import read_text
 
-    docs = root / "docs"
-    if not docs.is_dir() or not (root / config_name).is_file():
-        return []
-    config = load_config(str(root / config_name))
+    config = project.mkdocs_config
     problems = []
-    for page in sorted(docs.rglob("*.md")):
-        rel = page.relative_to(root).as_posix()
+    for page in project.pages():
+        rel = f"{project.docs_label}/{page.uri}"
         md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"])
-        for tex, _display in page_formulas(md.convert(read_text(page, rel))):
+        for tex, _display in page_formulas(md.convert(read_text(page.path, rel))):
             if problem := math_check(tex):
                 problems.append(f"{rel}: math ${tex}$: {problem}; fix the LaTeX")
     return problems

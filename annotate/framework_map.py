@@ -15,8 +15,9 @@ from annotate import codec
 from annotate.anchors import Anchor
 from annotate.codec import read_text
 from annotate.notes import parse_yaml
+from annotate.project import Project
 
-MAP_FILE = "map/decoder-block.yml"
+MAP_FILE = f"{Project.MAP_DIR}/decoder-block.yml"
 FRAMEWORKS = {"nano-vllm": "nano-vllm", "transformers": "HF transformers", "vllm": "vLLM"}
 FIX = f"fix {MAP_FILE} (see its header comment for the format)"
 

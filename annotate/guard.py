@@ -4,8 +4,8 @@ A command that replaces a folder (``build --site-dir``, ``trace --out``, ``vendo
 ``vendor update``) deletes what was there. So before any work it asks :func:`refuse_unsafe_output`:
 
 - never the project root or a folder holding it (``--site-dir .`` once deleted the project),
-- never one of the project's inputs (``docs/``, ``notes/``, ``vendor/``, ``traces/`` …) or a folder
-  inside or around one,
+- never one of the project's inputs (mkdocs.yml's docs_dir, ``notes/``, ``vendor/``, ``traces/``,
+  ``map/``: :attr:`annotate.project.Project.inputs`) or a folder inside or around one,
 - never a folder holding git-tracked files,
 - never a non-empty folder that does not carry this tool's mark of a previous output
   (:data:`OUTPUT_MARKER`, or the output's own recognisable file such as a trace's ``trace.json``).
@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
 from annotate.errors import UserError
+from annotate.project import Project, project_inputs
 
 #: the file every folder written by `annotate build` carries: "this folder is a previous output"
 OUTPUT_MARKER = ".annotate-output"
-#: the project's own inputs: no output may be one of them, inside one or around one
-INPUTS = ("docs", "notes", "vendor", "traces", ".git")
-LOCKS_DIR = ".cache/locks"
+LOCKS_DIR = f"{Project.CACHE_DIR}/locks"
 #: staging names of the atomic writes: `.<name>.new-XXXX`, `.<name>.tmp-XXXX`, `.<name>.old-XXXX`
 _STAGING = re.compile(r"^\.(?P<name>.+)\.(?P<kind>new|tmp|old)-[^/]+$")
 
@@ -42,12 +41,13 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str, ...] = INPUTS,
+def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str, ...] | None = None,
                          ours: Callable[[Path], bool] | None = None, home: str | None = None,
                          tracked_ok: bool = False) -> None:
     """Raise one UserError line when replacing ``target`` could lose anything; else return.
 
-    ``flag`` names the option in messages (``--site-dir``); ``ours(folder)`` says whether a
+    ``flag`` names the option in messages (``--site-dir``); ``inputs`` are the root-relative folders
+    never to touch (default: the project's, read from its mkdocs.yml); ``ours(folder)`` says whether a
     non-empty folder is a previous output of this command (default: it carries :data:`OUTPUT_MARKER`).
     ``home`` is the input folder this kind of output lives in (``traces`` for a trace): an output
     may sit inside it but never be it or hold it. ``tracked_ok`` lets a previous output that git
@@ -57,7 +57,7 @@ def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str,
     if _inside(root, target):
         raise UserError(f"{flag} {target}: is the project root or a folder holding it; "
                         "choose a new folder such as site/ (nothing was changed)")
-    for name in inputs:
+    for name in project_inputs(root) if inputs is None else inputs:
         folder = root / name
         inside_home = home is not None and name == home and target != folder and _inside(target, folder)
         if not inside_home and (_inside(target, folder) or _inside(folder, target)):

@@ -8,9 +8,6 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-#: the hand-written pages (mkdocs.yml's docs_dir)
-DOCS_DIR = "docs"
-
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(?:.+?)\1")
 

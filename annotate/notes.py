@@ -31,13 +31,13 @@ import yaml
 from annotate.anchors import Anchor, Resolution, resolve
 from annotate.codec import read_text
 from annotate.errors import UserError
+from annotate.project import Project
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.registry import Registry
 from annotate.vendoring.sync import vendored_files
 
-NOTES_DIR = "notes"
 SUFFIX = ".yml"
 NOTE_KEYS = ("symbol", "statement", "nth", "math", "vars", "zh", "en")
 FILE_KEYS = ("intro", "notes")
@@ -141,7 +141,7 @@ _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _con
 
 def vendored_path_for(notes_file: Path, root: Path) -> str:
     """The vendored path a notes file annotates (its path under notes/ without ``.yml``)."""
-    rel = notes_file.relative_to(root / NOTES_DIR).as_posix()
+    rel = notes_file.relative_to(root / Project.NOTES_DIR).as_posix()
     return rel[: -len(SUFFIX)]
 
 
@@ -253,7 +253,7 @@ def load_file(root: Path, notes_file: Path, known: set[str] | None = None) -> No
 
 def load_all(root: Path) -> list[NotesFile]:
     """Every notes file under ``notes/``, parsed and checked (not yet resolved), in path order."""
-    folder = root / NOTES_DIR
+    folder = root / Project.NOTES_DIR
     if not folder.is_dir():
         return []
     known = set(vendored_files(root))

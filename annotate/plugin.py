@@ -40,6 +40,7 @@ from annotate.errors import UserError
 from annotate.guard import recover_outputs
 from annotate.links import Links
 from annotate.notes import Sources
+from annotate.project import Project
 from annotate.vendoring.sync import vendored_files, verify_all
 from annotate.pages import diagrams, extras
 from annotate.pages.generate import generate
@@ -55,7 +56,6 @@ from annotate.render import offline
 log = logging.getLogger("mkdocs.plugins.annotate")
 #: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
 notice_log = logging.getLogger("annotate.traces")
-WATCHED = ("vendor", "notes", "traces", "map")
 _ARITHMATEX = ARITHMATEX
 
 
@@ -68,6 +68,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
 
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig:
         self.root = (Path(config.config_file_path).parent / self.config.root).resolve()
+        self.project = Project.from_config(config, self.root)  # the layout `annotate check` reads too
         self.strict = bool(config.strict)
         self.katex: Katex = shared(self.root)
         self.resolved: dict[str, list[tuple[references.Reference, Resolution]]] = {}  # page -> its references
@@ -106,7 +107,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
 
     def _traces(self) -> TraceSet:
         """The traces under traces/; a stale one fails a strict build, else is shown with its values withheld."""
-        for line in recover_outputs(self.root, self.root / "traces"):  # a trace an interrupted swap moved aside
+        for line in recover_outputs(self.root, self.project.traces):  # a trace an interrupted swap moved aside
             log.info(line)
         traces = load_traces(self.root, self.links.lock.upstream.commit if self.links.lock else None)
         stale = traces.refusals()
@@ -137,7 +138,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         vendored, sources, problems = vendored_files(self.root), Sources(self.root), []
         self.resolved = {}
         for file in files.documentation_pages():
-            for ref in references.find_references(file.content_string, file.src_uri, vendored):
+            for ref in references.find_references(file.content_string, file.src_uri, vendored,
+                                                   self.project.docs_label):
                 resolution = resolve(ref.anchor, sources.get(ref.anchor.path))
                 self.resolved.setdefault(file.src_uri, []).append((ref, resolution))
                 if not resolution.ok:
@@ -174,7 +176,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
     def _expand_claims(self, markdown: str, uri: str) -> str:
         """``{{= claim }}`` numbers computed from the vendored code (see annotate.claims)."""
         try:
-            return claims.expand(markdown, uri, self.root, strict=self.strict)
+            return claims.expand(markdown, uri, self.root, strict=self.strict, folder=self.project.docs_label)
         except UserError as exc:
             raise PluginError(str(exc)) from None
 
@@ -194,7 +196,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             try:
                 return lean(tex, m.group(1) == "div")
             except MathError as exc:
-                raise PluginError(f"docs/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
+                raise PluginError(f"{self.project.docs_label}/{page.file.src_uri}: math ${tex}$: {exc}; fix the LaTeX") from None
 
         html_text = _ARITHMATEX.sub(render, html_text)
         try:
@@ -212,7 +214,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         log.debug("dropped %d bytes of source maps", removed)
 
     def on_serve(self, server, config: MkDocsConfig, builder):
-        for name in WATCHED:
-            if (self.root / name).is_dir():
-                server.watch(str(self.root / name))
+        for folder in self.project.watched:
+            if folder.is_dir():
+                server.watch(str(folder))
         return server

@@ -1,6 +1,6 @@
 """Symbolic references from hand-written pages to vendored code, resolved at build time.
 
-Syntax (inside any page under ``docs/``, outside code spans and fenced code)::
+Syntax (inside any hand-written page, MkDocs' ``docs_dir``, outside code spans and fenced code)::
 
     [[layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]
     [[nanovllm/models/qwen3.py › Qwen3Model.forward]]              (a whole symbol)
@@ -29,7 +29,8 @@ from typing import Callable
 from annotate.anchors import Anchor, Resolution
 from annotate.codec import read_text
 from annotate.errors import UserError
-from annotate.markdown_scan import DOCS_DIR, prose_lines, replace_outside_code
+from annotate.markdown_scan import prose_lines, replace_outside_code
+from annotate.project import DOCS_FOLDER, Project, project_if_any
 from annotate.vendoring.sync import vendored_files
 from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
 
@@ -57,23 +58,31 @@ class Reference:
     file: str  # file part as written
     anchor: Anchor  # anchor.path is the resolved vendored path ("" if unknown)
     label: str | None = None
+    folder: str = DOCS_FOLDER  # the docs folder as messages name it (Project.docs_label)
+
+    @property
+    def where(self) -> str:
+        """``<docs folder>/<page>:<line>``, as every message names the reference."""
+        return f"{self.folder}/{self.page}:{self.line}"
 
 
-def parse_reference(body: str, page: str, line: int, files: list[str]) -> tuple[str, Anchor, str | None]:
-    """Parse the inside of ``[[…]]`` into (file as written, anchor, label)."""
+def parse_reference(body: str, page: str, line: int, files: list[str],
+                    folder: str = DOCS_FOLDER) -> tuple[str, Anchor, str | None]:
+    """Parse the inside of ``[[…]]`` into (file as written, anchor, label); ``folder`` names the docs folder."""
+    where = f"{folder}/{page}:{line}"
     label = None
     head, bar, rest = body.partition(" | ")
     if bar and not _SEP.search(head):
         label, body = head.strip(), rest
     parts = _SEP.split(body.strip(), maxsplit=2)
     if len(parts) < 2:
-        raise BadReference(f"{DOCS_DIR}/{page}:{line}: reference [[{body}]] needs at least `file › symbol`")
+        raise BadReference(f"{where}: reference [[{body}]] needs at least `file › symbol`")
     file, symbol = parts[0].strip(), parts[1].strip()
     statement, nth = (parts[2] if len(parts) == 3 else None), 0
     if statement is not None and (m := _NTH.search(statement)):
         statement, nth = statement[: m.start()], int(m.group(1))
-    path = find_file(file, files, f"{DOCS_DIR}/{page}:{line}")
-    anchor = Anchor(path=path, symbol=symbol, statement=statement, nth=nth, origin=f"{DOCS_DIR}/{page}:{line}")
+    path = find_file(file, files, where)
+    anchor = Anchor(path=path, symbol=symbol, statement=statement, nth=nth, origin=where)
     return file, anchor, label
 
 
@@ -95,31 +104,35 @@ def find_file(written: str, files: list[str], where: str) -> str:
     raise BadReference(f"{where}: reference to {written!r} is ambiguous ({', '.join(tails)}); write more of the path")
 
 
-def find_references(markdown: str, page: str, files: list[str]) -> list[Reference]:
-    """Every reference on a page, skipping fenced code blocks and inline code spans."""
+def find_references(markdown: str, page: str, files: list[str], folder: str = DOCS_FOLDER) -> list[Reference]:
+    """Every reference on a page, skipping fenced code blocks and inline code spans.
+
+    ``page`` is docs-relative (MkDocs' ``src_uri``); ``folder`` is the docs folder as messages name it.
+    """
     found = []
     for number, text in prose_lines(markdown, fill=" "):
         for m in _REF.finditer(text):
-            file, anchor, label = parse_reference(m.group("body"), page, number, files)
-            found.append(Reference(m.group(0), page, number, file, anchor, label))
+            file, anchor, label = parse_reference(m.group("body"), page, number, files, folder)
+            found.append(Reference(m.group(0), page, number, file, anchor, label, folder))
         rest = _REF.sub(lambda m: " " * len(m.group(0)), text)
         if "[[" in rest:
             start = rest.index("[[")
-            raise BadReference(f"{DOCS_DIR}/{page}:{number}: unclosed reference {text[start:start + 40].strip()!r}; "
+            raise BadReference(f"{folder}/{page}:{number}: unclosed reference {text[start:start + 40].strip()!r}; "
                                  "close it with `]]` (or put it in `code` to show the syntax)")
     return found
 
 
-def scan_references(root: Path, files: list[str] | None = None) -> list[Reference]:
-    """References on every hand-written page under ``docs/`` (for `annotate check` and all_anchors)."""
-    docs = root / DOCS_DIR
-    if not docs.is_dir():
+def scan_references(project: Project | Path | None, files: list[str] | None = None) -> list[Reference]:
+    """References on every hand-written page, listed as the build lists them (for `annotate check` and
+    all_anchors); ``project`` may be its root; a folder without mkdocs.yml (``None``) has no pages."""
+    project = project_if_any(project) if isinstance(project, Path) else project
+    if project is None:
         return []
-    files = vendored_files(root) if files is None else files
+    files = vendored_files(project.root) if files is None else files
     found = []
-    for page in sorted(docs.rglob("*.md")):
-        rel = page.relative_to(docs).as_posix()
-        found.extend(find_references(read_text(page, f"{DOCS_DIR}/{rel}"), rel, files))
+    for page in project.pages():
+        found.extend(find_references(read_text(page.path, f"{project.docs_label}/{page.uri}"), page.uri, files,
+                                     project.docs_label))
     return found
 
 
@@ -141,7 +154,7 @@ def render(ref: Reference, resolution: Resolution, links: Links, from_page: str)
 
 def unresolved_message(ref: Reference, resolution: Resolution) -> str:
     """One line naming the page, the reference and what happened."""
-    return f"{DOCS_DIR}/{ref.page}:{ref.line}: reference {ref.raw} does not resolve ({resolution.describe()})"
+    return f"{ref.where}: reference {ref.raw} does not resolve ({resolution.describe()})"
 
 
 def substitute(markdown: str, refs: list[Reference], render_one: Callable[[Reference], str]) -> str:

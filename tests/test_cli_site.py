@@ -21,6 +21,7 @@ def test_check_strict_fails_on_a_claim_that_is_unknown(tmp_path: Path, capsys) -
     shutil.copytree(REPO / "vendor", root / "vendor", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "notes", root / "notes")
     (root / "docs").mkdir()
+    (root / "mkdocs.yml").write_text("site_name: t\n")  # where the pages are (MkDocs' default docs_dir)
     (root / "docs" / "page.md").write_text("# Page\n\nThe count is {{= mlp.h1024_f3072.paramz }}.\n")
     assert main(["--root", str(root), "check", "--no-math"]) == 0
     assert main(["--root", str(root), "check", "--strict", "--no-math"]) == 1

@@ -76,6 +76,44 @@ def test_dtype_the_device_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert "--dtype float16: cpu cannot run it" in _bad(tmp_path, "--preset", "tiny", "--dtype", "float16")
 
 
+def test_tokens_below_one_is_refused_once_for_the_cli_and_the_pipeline(tmp_path: Path) -> None:
+    """One check (options.check_options), the same line whether the CLI or the pipeline is called."""
+    from annotate.errors import UserError
+    from annotate.progress import Progress
+    from annotate.trace.options import TraceOptions
+    from annotate.trace.pipeline import TraceRequest, run_trace
+
+    assert _bad(tmp_path, "--preset", "tiny", "--tokens", "0") == "annotate: error: --tokens 0: need at least 1 token"
+    with pytest.raises(UserError) as exc:
+        run_trace(TraceRequest(TraceOptions(preset="tiny", tokens=-3, root=tmp_path), tmp_path / "out"),
+                  Progress(quiet=True))
+    assert str(exc.value) == "--tokens -3: need at least 1 token"
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".cache").exists()  # refused before the lock
+
+
+def test_help_shows_the_real_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """The help's "defaults:" line and argparse's defaults come from TRACE_DEFAULTS, and they are what a
+    plain run really uses (the pipeline's depth and prompt length for the default preset)."""
+    from annotate.cli import build_parser
+    from annotate.trace.options import DEVICES, DTYPE_NAMES, TRACE_DEFAULTS, default_tokens
+    from annotate.trace.pipeline import default_out, effective_layers
+
+    d = TRACE_DEFAULTS
+    parser = build_parser()
+    args = parser.parse_args(["trace"])
+    assert (args.preset, args.layers, args.tokens, args.dtype, args.device, args.seed) == (
+        d.preset, d.layers, d.tokens, d.dtype, d.device, d.seed)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["trace", "--help"])
+    help_text = capsys.readouterr().out
+    layers, tokens = effective_layers(d), default_tokens(d)
+    assert (layers, tokens) == (4, 32)  # the qwen3-0.6b shape, 4 layers, 32 tokens (README's first example)
+    assert (f"defaults: --preset {d.preset} --layers {layers} --tokens {tokens} --dtype {d.dtype} "
+            f"--device {d.device} --seed {d.seed}") in help_text
+    assert f"{{{','.join(DTYPE_NAMES)}}}" in help_text and f"{{{','.join(DEVICES)}}}" in help_text
+    assert default_out(d, Path("/p")) == Path("/p/traces") / d.device  # "traces/<device> for the default trace"
+
+
 def test_unwritable_out(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--out", str(tmp_path / "file" / "t"))

@@ -10,7 +10,8 @@ import pytest
 
 from annotate.cli import main
 from annotate.guard import OUTPUT_MARKER
-from annotate.plugin import WATCHED, AnnotatePlugin
+from annotate.plugin import AnnotatePlugin
+from annotate.project import Project
 
 pytest_plugins = ["site_fixtures"]
 
@@ -141,7 +142,8 @@ class FakeServer:
 def test_serve_watches_vendor_notes_traces_and_map(project: Path) -> None:
     (project / "traces").mkdir()
     plugin = AnnotatePlugin()
-    plugin.root = project
+    plugin.root, plugin.project = project, Project.load(project)
     server = FakeServer()
     plugin.on_serve(server, None, None)
-    assert [Path(p).name for p in server.watched] == list(WATCHED) == ["vendor", "notes", "traces", "map"]
+    assert [Path(p).name for p in server.watched] == [f.name for f in plugin.project.watched] == [
+        "vendor", "notes", "traces", "map"]

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from annotate.errors import UserError
 from annotate.progress import Progress
-
-CONFIG = "mkdocs.yml"
+from annotate.project import Project
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "place, so site/ is never half-written. Strict by default: an unresolved note or "
                            "reference, bad LaTeX or any MkDocs warning fails the build.")
     build.add_argument("--no-strict", dest="strict", action="store_false", help="warn instead of failing")
-    build.add_argument("--site-dir", type=Path, default=None, help="output folder (default: site/)")
+    build.add_argument("--site-dir", type=Path, default=None, help="output folder (default: mkdocs.yml's site_dir)")
     build.set_defaults(func=run_build, strict=True)
 
     serve = sub.add_parser("serve", help="serve the site with live reload (watches vendor/, notes/, traces/)")
@@ -43,17 +42,18 @@ def run_check(args: argparse.Namespace) -> int:
     from annotate.render.katex import shared
     from annotate.vendoring.sync import verify_all
 
-    verify_all(args.root)  # the strict build's vendor verdict (every upstream), first
-    math_check = None if args.no_math else shared(args.root).check
-    report = notes.check(args.root, math_check=math_check)
+    project = Project.load(args.root)  # the build's docs_dir and page list, from mkdocs.yml
+    verify_all(project.root)  # the strict build's vendor verdict (every upstream), first
+    math_check = None if args.no_math else shared(project.root).check
+    report = notes.check(project.root, math_check=math_check)
     print(report.render())
     if math_check is not None:  # the pages' formulas too, as the strict build renders them
         from annotate.docs_math import check_docs
 
-        bad_math = check_docs(args.root, math_check)
+        bad_math = check_docs(project, math_check)
         if bad_math:
             raise UserError(bad_math[0] + (f" (and {len(bad_math) - 1} more)" if len(bad_math) > 1 else ""))
-    broken = [] if args.no_claims else claim_problems(args.root)
+    broken = [] if args.no_claims else claim_problems(project)
     for line in broken:
         print(f"claim  {line}")
     if not args.no_claims:
@@ -61,19 +61,19 @@ def run_check(args: argparse.Namespace) -> int:
     return 1 if args.strict and (not report.ok or broken) else 0
 
 
-def claim_problems(root: Path) -> list[str]:
-    """One line per computed claim in docs/ that is unknown or no longer holds."""
+def claim_problems(project: Project) -> list[str]:
+    """One line per computed claim on the hand-written pages that is unknown or no longer holds."""
     from annotate import claims
 
-    return claims.scan_claims(root)
+    return claims.scan_claims(project)
 
 
 def run_build(args: argparse.Namespace) -> int:
-    root: Path = args.root.resolve()
-    target = (args.site_dir or root / "site").resolve()
+    project = Project.load(args.root)
+    target = (args.site_dir or project.site_dir).resolve()
     progress = Progress()
     with progress.step("build", f"mkdocs build{' --strict' if args.strict else ''} → {target}"):
-        build_site(root, target, strict=args.strict)
+        build_site(project.root, target, strict=args.strict)
     return 0
 
 
@@ -85,9 +85,7 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
 
     from annotate import guard
 
-    config_file = root / CONFIG
-    if not config_file.is_file():
-        raise UserError(f"{config_file}: missing; restore it with `git checkout -- {CONFIG}`")
+    config_file = Project.load(root).config_file  # a missing or unreadable mkdocs.yml is one line, before anything
     guard.refuse_unsafe_output(root, target, "--site-dir", ours=is_previous_site)
     target.parent.mkdir(parents=True, exist_ok=True)
     with guard.output_lock(root, target, "--site-dir"):
@@ -157,7 +155,7 @@ class _MkDocsLog(logging.Handler):
 def run_serve(args: argparse.Namespace) -> int:
     from mkdocs.commands.serve import serve
 
-    config_file = args.root.resolve() / CONFIG
+    config_file = Project.load(args.root).config_file
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)-7s -  %(message)s"))
     logger = logging.getLogger("mkdocs")

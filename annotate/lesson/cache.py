@@ -21,9 +21,12 @@ from typing import Any
 
 from annotate.atomic import atomic_write_text
 from annotate.errors import UserError
+from annotate.project import Project
+from annotate.vendoring.lock import VENDOR_DIR
 
-CLAIMS_CACHE_DIR = ".cache"
-VENDOR_PACKAGE = Path("vendor") / "nano-vllm" / "nanovllm"
+CLAIMS_CACHE_DIR = Project.CACHE_DIR
+#: nano-vllm's Python package inside its vendor folder (the package's name is a fact of the upstream)
+VENDOR_PACKAGE = Path(VENDOR_DIR) / "nanovllm"
 CLAIMS_FORMAT = 1
 TIMEOUT_S = 300
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from annotate.claims import ClaimError, format_value
+from annotate.project import DOCS_FOLDER
 
 PAGE = "diagrams.md"
 ARITHMETIC_TOL = 1e-4
@@ -392,8 +393,9 @@ def all_diagrams(table: Any) -> dict[str, Diagram]:
     return {key: build(table) for key, build in BUILDERS.items()}
 
 
-def page_problems(markdown: str, page: str, root: Path) -> list[str]:
-    """One line per diagram placed on a page that cannot be drawn (for `annotate check`)."""
+def page_problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER) -> list[str]:
+    """One line per diagram placed on a page that cannot be drawn (for `annotate check`); ``folder`` names
+    the docs folder in messages (Project.docs_label)."""
     keys = DIAGRAM_LINE.findall(markdown)
     if not keys:
         return []
@@ -402,7 +404,7 @@ def page_problems(markdown: str, page: str, root: Path) -> list[str]:
     table, out = load_table(root), []
     for key in keys:
         if key not in BUILDERS:
-            out.append(f"docs/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")
+            out.append(f"{folder}/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")
             continue
         try:
             BUILDERS[key](table)

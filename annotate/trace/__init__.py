@@ -2,6 +2,7 @@
 
 Modules, lowest first, each with one job:
 
+* `options`    what a run asks for: the one home of its defaults, choices and value checks (torch-free)
 * `numerics`   distances (max |Δ|, ulps) and summaries of tensors
 * `shims`      flash_attn stand-in on SDPA, installed only when flash_attn is missing
 * `kernels`    capture of the code Inductor generates (C++ on CPU, Triton on GPU)

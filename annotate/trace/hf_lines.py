@@ -19,9 +19,10 @@ import torch
 from annotate.errors import UserError
 from annotate.trace.recorder import LIVE, Recorder
 from annotate.trace.reference import Identifier, PeerRun
+from annotate.vendoring.lock import upstream_lock
 
 HF_FILE = "transformers/models/qwen3/modeling_qwen3.py"
-HF_LOCK = "vendor/transformers.lock.json"
+HF_LOCK = upstream_lock("transformers")
 TRACED = ("Qwen3Model.forward", "Qwen3DecoderLayer.forward", "Qwen3MLP.forward", "Qwen3RMSNorm.forward")
 
 

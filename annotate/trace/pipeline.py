@@ -5,6 +5,7 @@ into the `Progress` it is given (the trace stores the breakdown too).
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import hashlib
@@ -18,21 +19,19 @@ import torch
 from annotate import guard, interrupts
 from annotate.errors import UserError
 from annotate.progress import Progress
+from annotate.project import Project
 from annotate.trace import assemble, internals, kernels, provenance, runtime, store
+from annotate.trace.options import PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens
 from annotate.trace.recorder import Recorder
 from annotate.trace.hf_lines import summary as hf_summary
 from annotate.vendoring.sources import sha256_file
 from annotate.trace.reference import TOLERANCE, Identifier, run_reference
 
-DEFAULT_PRESET = "qwen3-0.6b"
-DEFAULT_LAYERS = {"tiny": 4, "qwen3-0.6b": 4}
-
-
 @dataclass
 class TraceRequest:
     """Parsed command line of `annotate trace`."""
 
-    options: runtime.TraceOptions
+    options: TraceOptions
     out: Path | None = None
     force: bool = False
     full_tensors: bool = False
@@ -49,20 +48,23 @@ class TraceResult:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def effective_layers(opts: runtime.TraceOptions) -> int | None:
+def effective_layers(opts: TraceOptions) -> int | None:
     """--layers, or the preset's default depth for traces (the whole checkpoint for --model)."""
     if opts.layers is not None or opts.model is not None:
         return opts.layers
-    return DEFAULT_LAYERS.get(opts.preset)
+    preset = PRESETS.get(opts.preset)
+    return preset.default_layers if preset is not None else None
 
 
-def default_out(opts: runtime.TraceOptions, root: Path) -> Path:
+def default_out(opts: TraceOptions, root: Path) -> Path:
     """`traces/<device>` for the default trace; otherwise `traces/<device>-<dtype>-<model>-<N>L-<T>T`."""
-    tokens = opts.tokens or runtime.default_tokens(opts)
-    plain = (opts.model is None and opts.preset == DEFAULT_PRESET and opts.dtype == "bfloat16" and opts.prompt is None
-             and opts.layers in (None, DEFAULT_LAYERS[DEFAULT_PRESET]) and tokens == runtime.default_tokens(opts))
+    tokens = opts.tokens or default_tokens(opts)
+    base, default = root / Project.TRACES_DIR, TRACE_DEFAULTS
+    plain = (opts.model is None and opts.preset == default.preset and opts.dtype == default.dtype
+             and opts.prompt is None and opts.layers in (None, effective_layers(default))
+             and tokens == default_tokens(opts))
     if plain:
-        return root / "traces" / opts.device
+        return base / opts.device
     name = opts.model.name if opts.model is not None else opts.preset
     layers = effective_layers(opts)
     if layers is None and opts.model is not None:
@@ -71,7 +73,7 @@ def default_out(opts: runtime.TraceOptions, root: Path) -> Path:
         except (OSError, ValueError, KeyError, TypeError):
             layers = None  # validated (with a proper message) when the run starts
     length = "prompt" if opts.prompt is not None else f"{tokens}T"
-    return root / "traces" / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}"
+    return base / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}"
 
 
 def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
@@ -97,8 +99,9 @@ def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
 
 def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
     """Run one trace and write it; skip when --if-stale finds an up-to-date one."""
+    check_options(req.options)  # bad values are refused before anything is locked or written
     root = req.options.root
-    opts = runtime.TraceOptions(**{**req.options.__dict__, "layers": effective_layers(req.options)})
+    opts = dataclasses.replace(req.options, layers=effective_layers(req.options))
     out = req.out or default_out(req.options, root)
     facts = provenance.vendor_facts(root)
     key = inputs_key(req, facts)
@@ -116,7 +119,7 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
         return _run_locked(req, opts, out, key, facts, progress)
 
 
-def _run_locked(req: TraceRequest, opts: runtime.TraceOptions, out: Path, key: dict[str, Any],
+def _run_locked(req: TraceRequest, opts: TraceOptions, out: Path, key: dict[str, Any],
                 facts: dict[str, Any], progress: Progress) -> TraceResult:
     with interrupts.watched() as interrupted:  # a Ctrl-C swallowed inside torch.compile still stops the run
         capture = kernels.capture()
@@ -128,7 +131,7 @@ def _run_locked(req: TraceRequest, opts: runtime.TraceOptions, out: Path, key: d
             rt.close()
 
 
-def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, out: Path,
+def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Path,
             key: dict[str, Any], facts: dict[str, Any], capture: kernels.KernelCapture,
             progress: Progress, interrupted: Callable[[], None] = lambda: None) -> TraceResult:
     root = opts.root
@@ -178,7 +181,7 @@ def _traced(req: TraceRequest, opts: runtime.TraceOptions, rt: runtime.Runtime, 
     return TraceResult(out, False, payload, dict(progress.timings))
 
 
-def _meta(opts: runtime.TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
+def _meta(opts: TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
           key: dict[str, Any], compiled: dict[str, int], while_recording: dict[str, int], same: bool,
           saved: bool, timings: dict[str, float]) -> dict[str, Any]:
     """Provenance and run facts for `meta`."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.trace.placement import statement_text
+from annotate.vendoring.lock import VENDOR_DIR
 
 FLOW_FN = "Qwen3DecoderLayer.forward"
 
@@ -15,7 +16,7 @@ FLOW_FN = "Qwen3DecoderLayer.forward"
 def _source_lines(payload: dict[str, Any], root: Path | None, file: str) -> list[str]:
     if root is None:
         return []
-    path = root / payload["vendor"].get("root", "vendor/nano-vllm") / file
+    path = root / payload["vendor"].get("root", VENDOR_DIR) / file
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 

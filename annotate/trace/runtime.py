@@ -28,61 +28,12 @@ import torch
 from annotate import codec
 from annotate.errors import UserError
 from annotate.trace import kernels, shims
+from annotate.trace.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
+                                    default_tokens)
 from annotate.vendoring.lock import VENDOR_DIR
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A Qwen3 shape. Weights are random (seeded); `num_hidden_layers` is the full depth."""
-
-    name: str
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    vocab_size: int
-    max_position_embeddings: int
-    rope_theta: float = 1_000_000.0
-    rms_norm_eps: float = 1e-6
-    tie_word_embeddings: bool = True
-    default_tokens: int = 16
-
-
-PRESETS: dict[str, Preset] = {
-    # small enough to compile and run in seconds; byte-sized vocabulary so --prompt maps bytes 1:1
-    "tiny": Preset("tiny", 64, 128, 4, 4, 2, 16, 256, 128, default_tokens=12),
-    # the real Qwen3-0.6B shape (28 layers; --layers cuts the depth)
-    "qwen3-0.6b": Preset("qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, 40960, default_tokens=32),
-}
-
-
-#: prompt length of `--model` runs without --tokens / --prompt
-MODEL_DEFAULT_TOKENS = 32
-
-
-def default_tokens(opts: "TraceOptions") -> int:
-    """Prompt length when neither --tokens nor --prompt is given."""
-    preset = PRESETS.get(opts.preset)
-    return MODEL_DEFAULT_TOKENS if opts.model is not None or preset is None else preset.default_tokens
-
-
-@dataclass
-class TraceOptions:
-    """What one `annotate trace` run asks for (already parsed, not yet validated)."""
-
-    preset: str = "qwen3-0.6b"
-    layers: int | None = None
-    tokens: int | None = None
-    prompt: str | None = None
-    model: Path | None = None
-    dtype: str = "bfloat16"
-    device: str = "cpu"
-    seed: int = 0
-    root: Path = Path(".")
+#: the torch dtype of each --dtype choice (the names are options.DTYPE_NAMES)
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 
 @dataclass
@@ -188,8 +139,8 @@ def check_device(device: str) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: CUDA is not available on this machine (torch "
                         f"{torch.__version__}); use --device cpu")
-    if device not in ("cpu", "cuda"):
-        raise UserError(f"--device {device}: unknown device; use cpu or cuda")
+    if device not in DEVICES:
+        raise UserError(f"--device {device}: unknown device; use {' or '.join(DEVICES)}")
     return torch.device(device)
 
 
@@ -334,9 +285,7 @@ def resolve_layers(requested: int | None, full: int, what: str) -> int:
 
 def resolve_tokens(opts: TraceOptions, max_positions: int, default: int) -> int:
     """Prompt length for --tokens (or the default), refused beyond the position limit."""
-    tokens = default if opts.tokens is None else opts.tokens
-    if tokens < 1:
-        raise UserError(f"--tokens {tokens}: need at least 1 token")
+    tokens = default if opts.tokens is None else opts.tokens  # >= 1: check_options
     if tokens > max_positions:
         raise UserError(f"--tokens {tokens}: beyond the model's position limit "
                         f"(max_position_embeddings = {max_positions}); pass at most {max_positions}")
@@ -465,9 +414,9 @@ def build_model(mods: dict[str, Any], hf_config: Any, folder: Path, dtype: torch
 
 
 def build_runtime(opts: TraceOptions) -> Runtime:
-    """Validate the options, write/locate the checkpoint, build the model, prepare the inputs."""
-    if not 0 <= opts.seed < 2**62:
-        raise UserError(f"--seed {opts.seed}: out of range; pass a whole number from 0 to {2**62 - 1}")
+    """Validate the options (:func:`check_options`, then against the model), write/locate the checkpoint,
+    build the model, prepare the inputs."""
+    check_options(opts)  # an entry point of its own (tests, bench): the same one check as the pipeline's
     device = check_device(opts.device)
     dtype = check_dtype(device, opts.dtype)
     tmp: tempfile.TemporaryDirectory | None = None
@@ -477,8 +426,6 @@ def build_runtime(opts: TraceOptions) -> Runtime:
         check_weights(opts.model, config, layers)
         folder, label = opts.model, opts.model.name
     else:
-        if opts.preset not in PRESETS:
-            raise UserError(f"--preset {opts.preset}: unknown preset; use one of {', '.join(PRESETS)}")
         preset = PRESETS[opts.preset]
         layers = resolve_layers(opts.layers, preset.num_hidden_layers, f"preset {preset.name}")
         config = preset_config(preset, layers, opts.dtype)

@@ -32,6 +32,7 @@ from annotate.atomic import swap_dir
 from annotate.errors import UserError
 from annotate.trace import placement
 from annotate.trace import validate
+from annotate.project import Project
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
@@ -315,7 +316,7 @@ def find_traces(root: Path) -> list[Path]:
     `swap_dir` moves the old trace aside to `.<name>.old-XXXX`, and a killed run can leave either
     behind (possibly half-written). So are `<name>.tmp-<pid>` folders left by older versions.
     """
-    base = root / "traces"
+    base = root / Project.TRACES_DIR
     if not base.is_dir():
         return []
     return sorted(p.parent for p in base.glob(f"*/{JSON_NAME}")
@@ -330,8 +331,7 @@ def check_out(out: Path, force: bool, root: Path | None = None) -> None:
     from annotate.guard import refuse_unsafe_output
 
     if root is not None:
-        refuse_unsafe_output(root, out, "--out", inputs=("docs", "notes", "vendor", "traces", ".git"),
-                             ours=is_trace_dir, home="traces", tracked_ok=True)
+        refuse_unsafe_output(root, out, "--out", ours=is_trace_dir, home=Project.TRACES_DIR, tracked_ok=True)
     if out.exists():
         if not force:
             raise UserError(f"--out {out}: already exists; pass --force to replace it")

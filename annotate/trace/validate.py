@@ -10,12 +10,13 @@ checked here: pages take it from the vendored file.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 from annotate import codec
 from annotate.errors import UserError
-from annotate.vendoring.lock import safe_relative
+from annotate.vendoring.lock import VENDOR_DIR, safe_relative
 
 TRACE_FIX = "regenerate it with `annotate trace --force`"
 _str, _int, _num = codec.string, codec.integer, codec.number
@@ -101,7 +102,8 @@ def _meta(value: Any, at: codec.At) -> dict[str, Any]:
 def _vendor(value: Any, at: codec.At) -> dict[str, Any]:
     vendor = codec.obj(value, at)
     codec.field(vendor, "files", at, codec.dict_of(_str), {})
-    codec.field(vendor, "root", at, lambda v, a: _str(v, a, r"vendor/nano-vllm", '"vendor/nano-vllm"'), None)
+    # a format fact: a trace's vendor.root is the primary upstream's folder, nothing else
+    codec.field(vendor, "root", at, lambda v, a: _str(v, a, re.escape(VENDOR_DIR), f'"{VENDOR_DIR}"'), None)
     return vendor
 
 

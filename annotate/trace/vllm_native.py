@@ -25,9 +25,10 @@ from typing import Any, Callable
 from annotate.errors import UserError
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.store import ADD_RMS
+from annotate.vendoring.lock import upstream_dir
 
 OPS_FILE = "vllm/ir/ops/layernorm.py"
-VENDOR = "vendor/vllm"
+VENDOR = upstream_dir("vllm")
 _PACKAGE = "_annotate_vendored_vllm"
 
 

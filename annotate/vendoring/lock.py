@@ -16,10 +16,27 @@ from typing import Any
 from annotate import codec
 from annotate.atomic import atomic_write_text
 from annotate.errors import UserError
+from annotate.project import Project
 
 LOCK_FORMAT = 1
-LOCK_NAME = "vendor/nano-vllm.lock.json"
-VENDOR_DIR = "vendor/nano-vllm"
+#: the primary upstream: the one traced, and the one a short reference tail means
+PRIMARY = "nano-vllm"
+LOCK_SUFFIX = ".lock.json"
+
+
+def upstream_dir(name: str) -> str:
+    """An upstream's materialised folder, project-relative: ``vendor/<name>`` (the one rule)."""
+    return f"{Project.VENDOR_DIR}/{name}"
+
+
+def upstream_lock(name: str) -> str:
+    """An upstream's lock file, project-relative: ``vendor/<name>.lock.json`` (the one rule)."""
+    return f"{upstream_dir(name)}{LOCK_SUFFIX}"
+
+
+#: the primary upstream's lock and folder (the rule above applied to it)
+LOCK_NAME = upstream_lock(PRIMARY)
+VENDOR_DIR = upstream_dir(PRIMARY)
 
 
 def line_hashes(data: bytes) -> list[str]:

@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotate.errors import UserError
-from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, read_lock
-
-PRIMARY = "nano-vllm"
-LOCK_SUFFIX = ".lock.json"
+from annotate.project import Project
+from annotate.vendoring.lock import LOCK_SUFFIX, PRIMARY, Lock, read_lock, upstream_dir, upstream_lock
 
 
 @dataclass(frozen=True)
@@ -28,11 +26,11 @@ class Vendor:
 
     @property
     def lock_name(self) -> str:
-        return LOCK_NAME if self.name == PRIMARY else f"vendor/{self.name}{LOCK_SUFFIX}"
+        return upstream_lock(self.name)
 
     @property
     def dir(self) -> str:
-        return VENDOR_DIR if self.name == PRIMARY else f"vendor/{self.name}"
+        return upstream_dir(self.name)
 
     @property
     def primary(self) -> bool:
@@ -44,7 +42,7 @@ NANO_VLLM = Vendor(PRIMARY)
 
 def vendors(root: Path) -> list[Vendor]:
     """Every upstream with a lock under ``vendor/``, the primary first (it is listed even without a lock)."""
-    names = sorted(p.name[: -len(LOCK_SUFFIX)] for p in (root / "vendor").glob(f"*{LOCK_SUFFIX}") if p.is_file())
+    names = sorted(p.name[: -len(LOCK_SUFFIX)] for p in (root / Project.VENDOR_DIR).glob(f"*{LOCK_SUFFIX}") if p.is_file())
     return [NANO_VLLM] + [Vendor(n) for n in names if n != PRIMARY]
 
 

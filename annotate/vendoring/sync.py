@@ -17,11 +17,12 @@ from typing import Callable, Iterator
 from annotate import guard
 from annotate.atomic import swap_dir
 from annotate.errors import UserError
+from annotate.project import Project
 from annotate.vendoring.lock import Lock, read_lock, sha256_bytes, write_lock
 from annotate.vendoring.registry import NANO_VLLM, Vendor, vendors
 from annotate.vendoring.sources import fetch
 
-WHEEL_CACHE_DIR = ".cache/wheels"
+WHEEL_CACHE_DIR = f"{Project.CACHE_DIR}/wheels"
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def vendor_writer(root: Path, upstream: Vendor = NANO_VLLM) -> Iterator[None]:
     file keeps a second run off it; a temp lock file a killed `vendor update` left is removed.
     """
     vendor = root / upstream.dir
-    guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home="vendor")
+    guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home=Project.VENDOR_DIR)
     with guard.output_lock(root, vendor, "vendor folder"):
         lock_path = root / upstream.lock_name
         for leftover in lock_path.parent.glob(f".{lock_path.name}.*.tmp"):

@@ -1,0 +1,94 @@
+"""What one `annotate trace` run asks for, and the one home of its defaults, choices and value checks.
+
+Torch-free, so the command line can build its parser, defaults and help text from here without
+importing torch. The CLI's argparse defaults, ``choices`` and the help's "defaults:" line come from
+:data:`TRACE_DEFAULTS` and :data:`PRESETS`; the pipeline derives options with ``dataclasses.replace``;
+:func:`check_options` is the one check of values that are wrong whatever the model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from annotate.errors import UserError
+
+#: the dtypes a trace can run in (the valid --dtype choices; runtime.DTYPES maps them to torch's)
+DTYPE_NAMES = ("bfloat16", "float16", "float32")
+#: the devices a trace can run on (the valid --device choices)
+DEVICES = ("cpu", "cuda")
+#: the largest --seed (a whole number below 2**62)
+MAX_SEED = 2**62 - 1
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A Qwen3 shape. Weights are random (seeded); `num_hidden_layers` is the full depth."""
+
+    name: str
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+    tie_word_embeddings: bool = True
+    default_tokens: int = 16  # prompt length without --tokens / --prompt
+    default_layers: int = 4  # decoder layers a trace builds without --layers
+
+
+PRESETS: dict[str, Preset] = {
+    # small enough to compile and run in seconds; byte-sized vocabulary so --prompt maps bytes 1:1
+    "tiny": Preset("tiny", 64, 128, 4, 4, 2, 16, 256, 128, default_tokens=12),
+    # the real Qwen3-0.6B shape (28 layers; --layers cuts the depth)
+    "qwen3-0.6b": Preset("qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, 40960, default_tokens=32),
+}
+
+
+#: prompt length of `--model` runs without --tokens / --prompt
+MODEL_DEFAULT_TOKENS = 32
+
+
+def default_tokens(opts: TraceOptions) -> int:
+    """Prompt length when neither --tokens nor --prompt is given."""
+    preset = PRESETS.get(opts.preset)
+    return MODEL_DEFAULT_TOKENS if opts.model is not None or preset is None else preset.default_tokens
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """What one `annotate trace` run asks for (already parsed, not yet validated).
+
+    Its field defaults are *the* defaults of a trace: the CLI's argparse defaults and its help text
+    are built from :data:`TRACE_DEFAULTS`, and the pipeline derives new options with
+    ``dataclasses.replace``. :func:`check_options` is the one value check both go through.
+    """
+
+    preset: str = "qwen3-0.6b"
+    layers: int | None = None
+    tokens: int | None = None
+    prompt: str | None = None
+    model: Path | None = None
+    dtype: str = "bfloat16"
+    device: str = "cpu"
+    seed: int = 0
+    root: Path = Path(".")
+
+
+#: the defaults of every option (a preset trace: its depth and length come from the preset)
+TRACE_DEFAULTS = TraceOptions()
+
+
+def check_options(opts: TraceOptions) -> None:
+    """Refuse option values that are wrong whatever the model (one UserError line each); the CLI and
+    the pipeline both go through here, before anything is written. Checks that need the model's
+    shape (--layers, the position limit) run when it is known (`runtime.build_runtime`)."""
+    if opts.tokens is not None and opts.tokens < 1:
+        raise UserError(f"--tokens {opts.tokens}: need at least 1 token")
+    if not 0 <= opts.seed <= MAX_SEED:
+        raise UserError(f"--seed {opts.seed}: out of range; pass a whole number from 0 to {MAX_SEED}")
+    if opts.model is None and opts.preset not in PRESETS:
+        raise UserError(f"--preset {opts.preset}: unknown preset; use one of {', '.join(PRESETS)}")
