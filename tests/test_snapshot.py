@@ -17,7 +17,7 @@ from annotate.pages import extras
 from annotate.pages.generate import generate
 from annotate.pages.map_page import render_map
 from annotate.pages.snapshot import Snapshot, build_snapshot
-from annotate.pages.trace_set import REFUSAL_FIX, TraceReview, review_traces
+from annotate.pages.trace_set import TraceReview
 from annotate.vendoring import linemap
 
 from values_fixtures import mini_set
@@ -133,48 +133,3 @@ def test_a_missing_vendored_copy_is_one_line(project: Path) -> None:
     shutil.rmtree(project / "vendor/vllm")
     with pytest.raises(UserError, match=r"vendor/vllm: the vendored copy is missing; run `annotate vendor sync`$"):
         build_snapshot(project)
-
-
-# --- the traces' policy (moved out of the plugin) -----------------------------------------------
-
-
-def test_review_of_fresh_traces_is_quiet() -> None:
-    assert review_traces(mini_set(), strict=True) == TraceReview()
-
-
-def test_a_stale_cpu_trace_fails_a_strict_build_and_only_warns_without_strict() -> None:
-    traces = mini_set()
-    view = traces.views[0]
-    stale = type(traces)([dataclasses.replace(view, changed=[QWEN3], stale=[QWEN3])])
-    warning = stale.views[0].warning()
-    assert warning and "--force" in warning
-    assert review_traces(stale, strict=True) == TraceReview(fatal=(warning, REFUSAL_FIX))
-    assert review_traces(stale, strict=False) == TraceReview(warnings=(warning,))
-
-
-def test_a_stale_device_trace_is_a_notice_even_in_a_strict_build() -> None:
-    traces = mini_set()
-    view = traces.views[0]
-    gpu = dataclasses.replace(view.trace, meta={**view.trace.meta, "device": "cuda", "device_name": "NVIDIA H200"})
-    stale = type(traces)([dataclasses.replace(view, trace=gpu, changed=[QWEN3], stale=[QWEN3])])
-    notice = stale.views[0].warning()
-    assert notice and "cannot be recorded again here" not in (review_traces(stale, True).fatal or ("",))[0]
-    assert review_traces(stale, strict=True) == TraceReview(notices=(notice,))
-
-
-# --- a page's math (moved out of the plugin) ------------------------------------------------------
-
-
-def test_render_page_math_replaces_arithmatex_spans_and_names_the_page_on_bad_latex() -> None:
-    from annotate.docs_math import render_page_math
-    from annotate.render.katex import MathError
-
-    page = '<p>a <span class="arithmatex">\\(x &lt; 1\\)</span> b</p><div class="arithmatex">\\[y\\]</div>'
-    out = render_page_math(page, lambda tex, display: f"[{tex}|{display}]", "docs/lesson.md")
-    assert out == "<p>a [x < 1|False] b</p>[y|True]"
-
-    def refuse(tex: str, display: bool) -> str:
-        raise MathError("Undefined control sequence")
-
-    with pytest.raises(UserError, match=r"^docs/lesson.md: math \$x < 1\$: Undefined control sequence; fix the LaTeX$"):
-        render_page_math(page, refuse, "docs/lesson.md")
