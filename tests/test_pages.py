@@ -88,6 +88,15 @@ def test_qwen3_line_156_card_and_local_only_lines() -> None:
     assert "local-only lines 204–217 have no upstream permalink" in text
 
 
+def test_another_upstreams_rows_follow_their_own_pin() -> None:
+    """HF's file is identical to its pin, so no row is local-only (rows asked nano-vllm's lock before)."""
+    hf = "transformers/models/qwen3/modeling_qwen3.py"
+    text = page(hf)
+    classes = re.findall(r'<div class="(an-row[^"]*)" id="L\d+"', text)
+    assert len(classes) > 500 and not [c for c in classes if "an-local" in c]
+    assert "identical to upstream" in text and "local-only: this line" not in text
+
+
 def test_every_symbol_has_a_permalink_or_says_local_only() -> None:
     text = page(QWEN3)
     start = text.index('<details class="an-symbols">')
