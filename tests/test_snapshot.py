@@ -79,9 +79,11 @@ def test_it_is_frozen(facts: Snapshot) -> None:
         facts.references["lesson.md"] = ()  # type: ignore[index]
 
 
-def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_once(project: Path) -> None:
+@pytest.mark.parametrize("strict", [False, True])
+def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_once(project: Path, strict: bool) -> None:
     """The counts of issue 15 (before: a source page read its file 3 times and diffed it twice; one build
-    walked each vendor folder 8-9 times and parsed a referenced file up to 5 times)."""
+    walked each vendor folder 8-9 times and parsed a referenced file up to 5 times). A strict build checks
+    the very bytes it publishes against the locks: no second walk or read."""
     vendor = (project / "vendor").resolve()
     reads: Counter[str] = Counter()
     walks: Counter[str] = Counter()
@@ -113,7 +115,7 @@ def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_o
 
     with mock.patch.object(Path, "read_bytes", counted_read), mock.patch("os.walk", counted_walk), \
             mock.patch.object(source, "_parser", CountedParser), mock.patch.object(linemap, "build", counted_build):
-        facts = build_snapshot(project, docs_pages(project))
+        facts = build_snapshot(project, docs_pages(project), strict=strict)
         site = generate(facts, lambda tex, display: tex, lambda tex: None, extras.providers(facts.traces, facts.files))
         assert facts.map_rows is not None
         render_map(facts.map_rows, facts)

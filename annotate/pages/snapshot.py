@@ -30,11 +30,12 @@ from annotate.source import SourceFile, parse
 from annotate.codec import read_bytes, utf8
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import Lock, sha256_bytes
-from annotate.vendoring.registry import NANO_VLLM, Registry
+from annotate.vendoring.registry import NANO_VLLM, Registry, Vendor
 from annotate.vendoring.status import status_of
-from annotate.vendoring.sync import vendored_files, verify_all
+from annotate.vendoring.sync import require_copy, verify_vendored, walk_vendor
 
 Span = tuple[int, int]
+_FIX = "run `annotate vendor sync` to restore it"
 
 
 @dataclass(frozen=True)
@@ -99,13 +100,13 @@ class Snapshot:
 def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: bool = False) -> Snapshot:
     """The facts of one build of project ``root``; ``pages`` are the hand-written pages (src uri -> Markdown).
 
-    ``strict`` first checks that the vendored copies are exactly what the locks vouch for.
+    ``strict`` first checks that the bytes read are exactly what the locks vouch for (one line naming the
+    first file that differs, is extra, missing or a link).
     A bad notes file, reference or trace file raises its one-line :class:`UserError`.
     """
-    if strict:   # publish only what the lock vouches for
-        verify_all(root)
     registry = Registry(root)
-    files = {path: _file_facts(registry, path) for path in vendored_files(root)}
+    files = {path: _file_facts(path, vendor.name, data, registry.lock(vendor))
+             for vendor in registry.all for path, data in _read_copy(root, vendor, registry.lock(vendor), strict).items()}
     sources = {p: f.source for p, f in files.items() if f.source is not None}
     notes = tuple(load_all(root, known=set(files)))
     placed: dict[str, list[PlacedNote]] = {}
@@ -133,16 +134,22 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
                     ranges=MappingProxyType(_ranges(spans)))
 
 
-def _file_facts(registry: Registry, path: str) -> FileFacts:
-    """Read, parse and diff one vendored file, once."""
-    owner = registry.owner(path)
-    lock = registry.lock(owner)
-    file = registry.root / owner.dir / path
-    fix = "run `annotate vendor sync` to restore it"
-    data = read_bytes(file, path, fix)
-    source = parse(utf8(data, path, fix), path) if path.endswith(".py") else None
+def _read_copy(root: Path, vendor: Vendor, lock: Lock, strict: bool) -> dict[str, bytes]:
+    """The bytes of every file of one upstream's folder (one walk, one read each); a strict build first
+    checks them against the lock: it publishes only what the lock vouches for."""
+    walked = walk_vendor(root, vendor)
+    data = {rel: read_bytes(root / vendor.dir / rel, rel, _FIX) for rel, is_link in walked if not is_link}
+    if strict:
+        verify_vendored(root, lock, vendor, walked, data)
+    require_copy(root, vendor)
+    return data
+
+
+def _file_facts(path: str, owner: str, data: bytes, lock: Lock) -> FileFacts:
+    """Parse and diff one vendored file, once."""
+    source = parse(utf8(data, path, _FIX), path) if path.endswith(".py") else None
     lmap = linemap.build(path, data, lock.upstream)
-    return FileFacts(path, owner.name, data, source, lmap, status_of(path, data, lock, lmap), lock)
+    return FileFacts(path, owner, data, source, lmap, status_of(path, data, lock, lmap), lock)
 
 
 def _primary_hashes(files: Mapping[str, FileFacts]) -> dict[str, str]:
