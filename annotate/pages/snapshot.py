@@ -109,13 +109,7 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
              for vendor in registry.all for path, data in _read_copy(root, vendor, registry.lock(vendor), strict).items()}
     sources = {p: f.source for p, f in files.items() if f.source is not None}
     notes = tuple(load_all(root, known=set(files)))
-    placed: dict[str, list[PlacedNote]] = {}
-    note_problems = []
-    for note, resolution in resolve_notes(list(notes), sources):
-        if resolution.ok:
-            placed.setdefault(note.anchor.path, []).append(PlacedNote.of(note, resolution))
-        else:
-            note_problems.append(CheckEntry(resolution).line())
+    placed, note_problems = _place_notes(notes, sources)
     refs, ref_problems = _resolve_references(pages or {}, list(files), sources)
     rows = load_map(root)
     map_resolved = {a: resolve(a, sources.get(a.path)) for row in rows or () for cell in row.cells.values()
@@ -126,8 +120,7 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
     spans = [res for page in refs.values() for _, res in page] + list(map_resolved.values())
     return Snapshot(root=root, files=MappingProxyType(files),
                     pins=tuple((v.name, registry.lock(v)) for v in registry.all), notes=notes,
-                    placed=MappingProxyType({p: tuple(n) for p, n in placed.items()}),
-                    note_problems=tuple(note_problems), references=MappingProxyType(refs),
+                    placed=MappingProxyType(placed), note_problems=note_problems, references=MappingProxyType(refs),
                     reference_problems=tuple(ref_problems), map_rows=None if rows is None else tuple(rows),
                     map_resolved=MappingProxyType(map_resolved), traces=traces,
                     trace_review=review_traces(traces, strict), recovered=recovered,
@@ -150,6 +143,19 @@ def _file_facts(path: str, owner: str, data: bytes, lock: Lock) -> FileFacts:
     source = parse(utf8(data, path, _FIX), path) if path.endswith(".py") else None
     lmap = linemap.build(path, data, lock.upstream)
     return FileFacts(path, owner, data, source, lmap, status_of(path, data, lock, lmap), lock)
+
+
+def _place_notes(notes: Sequence[NotesFile], sources: Mapping[str, SourceFile]
+                 ) -> tuple[dict[str, tuple[PlacedNote, ...]], tuple[str, ...]]:
+    """Every note resolved: path -> the notes placed on its page, and one line per note that does not resolve."""
+    placed: dict[str, list[PlacedNote]] = {}
+    problems = []
+    for note, resolution in resolve_notes(list(notes), sources):
+        if resolution.ok:
+            placed.setdefault(note.anchor.path, []).append(PlacedNote.of(note, resolution))
+        else:
+            problems.append(CheckEntry(resolution).line())
+    return {p: tuple(n) for p, n in placed.items()}, tuple(problems)
 
 
 def _primary_hashes(files: Mapping[str, FileFacts]) -> dict[str, str]:
