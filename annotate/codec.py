@@ -133,16 +133,24 @@ def _expected_of(decode: Callable) -> str:
 
 def read_text(path: Path, label: str | None = None, fix: str = "") -> str:
     """The UTF-8 text of ``path``; a byte that is not UTF-8 is one line with the file and its offset."""
-    name = label or str(path)
+    return utf8(read_bytes(path, label, fix), label or str(path), fix)
+
+
+def read_bytes(path: Path, label: str | None = None, fix: str = "") -> bytes:
+    """The bytes of ``path``; an unreadable file is one line naming it (``label``) with ``fix``."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
-        raise UserError(f"{name}: cannot read ({exc.strerror or exc})" + (f"; {fix}" if fix else "")) from None
+        raise UserError(f"{label or path}: cannot read ({exc.strerror or exc})" + (f"; {fix}" if fix else "")) from None
+
+
+def utf8(data: bytes, label: str, fix: str = "") -> str:
+    """``data`` (read from ``label``) as UTF-8 text; a byte that is not UTF-8 is one line with its offset."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise UserError(f"{name}: byte {exc.start} (line {line}) is not UTF-8 (0x{data[exc.start]:02x}); "
+        raise UserError(f"{label}: byte {exc.start} (line {line}) is not UTF-8 (0x{data[exc.start]:02x}); "
                         "save the file as UTF-8" + (f" or {fix}" if fix else "")) from None
 
 

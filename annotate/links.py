@@ -7,11 +7,11 @@ any local-only line gets no permalink, and callers say so on the page.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-from annotate.vendoring import LineMap, Lock, Registry, line_map
-from annotate.vendoring.status import FileStatus, file_status
+from annotate.source import SourceFile
+from annotate.vendoring import LineMap, Lock
+from annotate.vendoring.status import FileStatus
 
 SOURCE_DIR = "source"
 LOCAL_ONLY = "local-only: this line is not in the pinned upstream file, so it has no upstream permalink"
@@ -39,40 +39,35 @@ def relative(from_src_uri: str, to_src_uri: str) -> str:
     return posixpath.relpath(to_src_uri, posixpath.dirname(from_src_uri) or ".")
 
 
-@dataclass
-class Links:
-    """Line maps and the locks of one project (every upstream), loaded once.
+@dataclass(frozen=True)
+class FileFacts:
+    """What the site knows about one vendored file, computed once per build (:mod:`annotate.pages.snapshot`).
 
-    ``lock`` is the primary upstream's (nano-vllm); :meth:`lock_for` gives the lock of the
-    upstream that holds a path.
+    ``data`` and ``source`` are the file as read and parsed, ``line_map`` its diff against the
+    upstream facts of ``lock`` (the lock of the upstream that holds it), ``status`` `vendor status`'s
+    verdict. Links are pure functions of these facts.
     """
 
-    root: Path
-    lock: Lock | None = None
-    maps: dict[str, LineMap] = field(default_factory=dict)
+    path: str
+    owner: str                   # the upstream that holds it (its vendor/<name>.lock.json)
+    data: bytes
+    source: SourceFile | None    # None for a file that is not Python (LICENSE)
+    line_map: LineMap
+    status: FileStatus
+    lock: Lock
 
-    def __post_init__(self) -> None:
-        self.registry = Registry(self.root, {} if self.lock is None else {"nano-vllm": self.lock})
-        self.lock = self.registry.lock(self.registry.all[0])
+    @property
+    def upstream_known(self) -> bool:
+        """Whether the pinned upstream commit has this file at all."""
+        return self.path in self.lock.upstream.files
 
-    def lock_for(self, path: str) -> Lock:
-        return self.registry.lock_of(path)
+    def upstream_line(self, line: int) -> int | None:
+        """The upstream line of local ``line``, None when it is local-only."""
+        return self.line_map.upstream_line(line) if self.upstream_known else None
 
-    def file_status(self, path: str) -> FileStatus:
-        """Identical to upstream, differs (with local-only line ranges) or local-only file: `vendor status`'s facts."""
-        owner = self.registry.owner(path)
-        return file_status(self.root / owner.dir, path, self.registry.lock(owner))
-
-    def line_map(self, path: str) -> LineMap:
-        if path not in self.maps:
-            owner = self.registry.owner(path)
-            self.maps[path] = line_map(self.root, path, self.registry.lock(owner), owner)
-        return self.maps[path]
-
-    def permalink(self, path: str, start: int, end: int | None = None) -> str | None:
+    def permalink(self, start: int, end: int | None = None) -> str | None:
         """Upstream permalink for local lines start..end, or None when any of them is local-only."""
-        lock = self.lock_for(path)
-        if path not in lock.upstream.files:
+        if not self.upstream_known:
             return None
-        span = self.line_map(path).upstream_span(start, end or start)
-        return None if span is None else lock.upstream.permalink(path, *span)
+        span = self.line_map.upstream_span(start, end or start)
+        return None if span is None else self.lock.upstream.permalink(self.path, *span)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -251,12 +251,14 @@ def load_file(root: Path, notes_file: Path, known: set[str] | None = None) -> No
     return parse_notes(read_text(notes_file, notes_path), path, notes_path)
 
 
-def load_all(root: Path) -> list[NotesFile]:
-    """Every notes file under ``notes/``, parsed and checked (not yet resolved), in path order."""
+def load_all(root: Path, known: set[str] | None = None) -> list[NotesFile]:
+    """Every notes file under ``notes/``, parsed and checked (not yet resolved), in path order.
+
+    ``known`` (the vendored paths, when the caller has them) saves a walk of the vendor tree."""
     folder = root / Project.NOTES_DIR
     if not folder.is_dir():
         return []
-    known = set(vendored_files(root))
+    known = set(vendored_files(root)) if known is None else known
     return [load_file(root, f, known) for f in sorted(folder.rglob(f"*{SUFFIX}"))]
 
 
@@ -280,7 +282,7 @@ class Sources:
         return self.cache[path]
 
 
-def resolve_notes(files: list[NotesFile], sources: Sources) -> list[tuple[Note, Resolution]]:
+def resolve_notes(files: list[NotesFile], sources: Sources | Mapping[str, SourceFile]) -> list[tuple[Note, Resolution]]:
     """Every note with its resolution against the vendored code."""
     return [(note, resolve(note.anchor, sources.get(f.path))) for f in files for note in f.notes]
 

@@ -24,7 +24,7 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from annotate.anchors import Anchor, Resolution
 from annotate.codec import read_text
@@ -32,7 +32,7 @@ from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.project import DOCS_FOLDER, Project, project_if_any
 from annotate.vendoring.sync import vendored_files
-from annotate.links import LOCAL_ONLY, Links, page_anchor, page_src_uri, relative
+from annotate.links import LOCAL_ONLY, FileFacts, page_anchor, page_src_uri, relative
 
 #: the primary upstream's package folder (nano-vllm's files all live under it)
 PRIMARY_PACKAGE = "nanovllm/"
@@ -136,20 +136,38 @@ def scan_references(project: Project | Path | None, files: list[str] | None = No
     return found
 
 
-def render(ref: Reference, resolution: Resolution, links: Links, from_page: str) -> str:
-    """Markdown for a resolved reference: page link with line anchor, then the upstream permalink."""
-    start, end = resolution.span  # type: ignore[misc]
+def expand(markdown: str, page: str, resolved: Sequence[tuple[Reference, Resolution]],
+           files: Mapping[str, FileFacts]) -> str:
+    """Replace the references of ``page`` (found and resolved beforehand, in page order) by their links."""
+    outcome = dict(resolved)   # by the reference's value (page, line, text): equal references resolve alike
+    return substitute(markdown, [ref for ref, _ in resolved],
+                      lambda ref: render(ref, outcome[ref], files.get(ref.anchor.path), page))
+
+
+def render(ref: Reference, resolution: Resolution, facts: FileFacts | None, from_page: str) -> str:
+    """Markdown for a reference: page link with line anchor, then the upstream permalink (from ``facts``,
+    the referenced file's); an unresolved one is shown as written, marked broken, saying why."""
+    if not resolution.ok or resolution.span is None:
+        return broken(ref, resolution)
+    start, end = resolution.span
     a = ref.anchor
     values = {"file": a.path.rsplit("/", 1)[-1], "path": a.path, "line": str(start),
               "lines": str(start) if start == end else f"{start}–{end}", "symbol": a.symbol or ""}
     text = _LABEL_KEY.sub(lambda m: values[m.group(1)], ref.label or "`{file}:{lines}`")
     target = relative(from_page, page_src_uri(a.path)) + page_anchor(start, end)
     link = f"[{text}]({target})"
-    permalink = links.permalink(a.path, start, end)
+    permalink = facts.permalink(start, end) if facts else None
     if permalink is None:
         return link + f'<span class="an-upstream an-local" title="{html.escape(LOCAL_ONLY)}"> (local-only)</span>'
     return link + (f'<a class="an-upstream" href="{html.escape(permalink)}" '
                    f'title="upstream at the pinned commit">↗</a>')
+
+
+def broken(ref: Reference, resolution: Resolution) -> str:
+    """A reference that does not resolve (a build without --strict still shows the page): its text as
+    written, and why in its title, Chinese first; everything escaped."""
+    why = f"引用无法解析 reference does not resolve: {resolution.describe()}"
+    return f'<span class="an-ref-broken" title="{html.escape(why)}">{html.escape(ref.raw)}</span>'
 
 
 def unresolved_message(ref: Reference, resolution: Resolution) -> str:

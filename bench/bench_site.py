@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 from annotate.cli.site import build_site
-from annotate.links import Links
+from annotate.pages.snapshot import build_snapshot
 from annotate.pages import extras
 from annotate.pages.generate import generate
-from annotate.pages.trace_set import load_traces
 from annotate.render.katex import Katex
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +28,7 @@ def timed(fn) -> float:
 
 
 def generator_times(runs: int, fresh_katex: bool, panels: bool = False) -> list[float]:
-    """Load notes, resolve, render the three pages; KaTeX cold (new node process) or warm (cached).
+    """Build the snapshot (read, parse, diff, resolve, load traces), render the three pages; KaTeX cold (new node process) or warm (cached).
 
     ``panels`` adds the values panels of every trace under traces/ (loading the traces included).
     """
@@ -38,9 +37,9 @@ def generator_times(runs: int, fresh_katex: bool, panels: bool = False) -> list[
 
     def once() -> None:
         k = Katex(ROOT) if fresh_katex else katex
-        links = Links(ROOT)
-        providers = extras.providers(ROOT, load_traces(ROOT, links.lock.upstream.commit)) if panels else ()
-        generate(ROOT, k.render, k.check, providers, only=THREE, links=links, prefetch=k.prefetch)
+        facts = build_snapshot(ROOT)
+        providers = extras.providers(facts.traces, facts.files) if panels else ()
+        generate(facts, k.render, k.check, providers, only=THREE, prefetch=k.prefetch)
         if fresh_katex:
             k.close()
 

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from annotate.anchors import Anchor, resolve
 from annotate.errors import UserError
-from annotate.links import Links
+from annotate.pages.snapshot import build_snapshot
 from annotate.notes import Sources
 from annotate.pages.map_page import load_map, render_map
 from annotate.trace.hf_lines import HF_FILE, HF_LOCK, installed_file
@@ -45,7 +45,7 @@ def test_hf_lines_are_identified_by_comparison(tiny_trace) -> None:
 
 def test_map_shows_nano_vllm_and_hf_lines_that_hold_x1(tiny_trace) -> None:
     trace = load_trace(tiny_trace.out, REPO)
-    html = render_map(REPO, load_map(REPO), Links(REPO), trace=trace).markdown
+    html = render_map(load_map(REPO), build_snapshot(REPO), trace=trace).markdown
     row = re.search(r'<tr data-math="x1">.*?</tr>', html).group(0)
     nano = resolve(Anchor("nanovllm/models/qwen3.py", LAYER,
                           "hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)"),
@@ -72,15 +72,13 @@ def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) ->
     from annotate.pages.hf_values import HfValues
 
     traces = SimpleNamespace(views=[SimpleNamespace(pin_moved=False, trace=load_trace(tiny_trace.out, REPO))])
-    panels = HfValues(traces, REPO)
+    files = build_snapshot(REPO).files
+    panels = HfValues(traces, files)
     line = line_of("hidden_states = residual + hidden_states")
     html = panels.line_html(HF_FILE, line)
     assert f'id="hf-values-L{line}"' in html and "x₁⁽0⁾" in html and "值 values" in html and "eager" in html
     assert panels.line_html("nanovllm/models/qwen3.py", line) == ""
     # HF's vendored file changes (a vendor update): the recorded lines are shown nowhere
-    other = tmp_path / "project"
-    (other / "vendor/transformers" / HF_FILE).parent.mkdir(parents=True)
-    for lock in (HF_LOCK, "vendor/nano-vllm.lock.json"):
-        shutil.copy2(REPO / lock, other / lock)
-    (other / "vendor/transformers" / HF_FILE).write_text("# edited\n", encoding="utf-8")
-    assert HfValues(traces, other).by_line == {}
+    edited = {**files, HF_FILE: replace(files[HF_FILE], data=b"# edited\n")}
+    assert HfValues(traces, edited).by_line == {}
+    assert HfValues(traces, {k: v for k, v in files.items() if k != HF_FILE}).by_line == {}   # not vendored at all

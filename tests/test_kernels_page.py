@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from annotate.pages import kernels_page
 from annotate.pages.kernels_page import body_source, traffic
-from values_fixtures import REPO, compare_golden, href, mini, mini_set
+from annotate.source import parse
+from values_fixtures import compare_golden, href, mini, mini_set, repo_sources
 
 pytest_plugins = ["site_fixtures"]
 
@@ -26,13 +27,13 @@ def silu_width(trace) -> int:
 
 
 def test_body_is_the_vendored_function() -> None:
-    text, a, b = body_source(REPO, mini(), "RMSNorm.add_rms_forward")
+    text, a, b = body_source(repo_sources(), mini(), "RMSNorm.add_rms_forward")
     assert text.splitlines()[0].strip() == "@torch.compile" and "return x, residual" in text.splitlines()[-1]
     assert b - a + 1 == len(text.splitlines())
 
 
 def test_page_golden() -> None:
-    page = kernels_page.render(REPO, mini_set("bf16"), href)
+    page = kernels_page.render(repo_sources(), mini_set("bf16"), href)
     assert page.count("<h2") == 0 and page.count("## `") == 3 and "Inductor C++" in page
     assert "\n\n" not in page.split('<div class="an-kernel-grid">')[1].split("</div></div>")[0]   # one HTML block
     compare_golden("values/kernels.md", page)
@@ -65,7 +66,7 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
         "fraction_of_copy": {"fused": 0.8, "eager": 0.2}, "fused_speedup_vs_eager": 4.0}), encoding="utf-8")
     traces = TraceSet([TraceView("cpu", mini()), TraceView("cuda", load_trace(cuda))])
     assert [v.label for v in traces.views] == ["CPU · bfloat16", "GPU · bfloat16 (NVIDIA H200)"]
-    page = kernels_page.render(REPO, traces, href)
+    page = kernels_page.render(repo_sources(), traces, href)
     assert "Triton" in page and "triton_red_fused" in page and "Inductor C++" in page
     assert "实测带宽 Achieved bandwidth" in page and "2684 GB/s" in page and "80%" in page
     assert "median of 20 repeats × 100 calls after 10 warm-up calls; CUDA events" in page
@@ -81,18 +82,16 @@ class _OneFunction:
         return self.info if self.info["name"] == name else None
 
 
-def test_body_spans_multi_line_decorators_and_a_def_on_line_one(tmp_path) -> None:
-    src = tmp_path / "vendor" / "nano-vllm" / "pkg" / "m.py"
-    src.parent.mkdir(parents=True)
-    src.write_text("def first(x):\n    return x\n\n\nclass A:\n\n    @torch.compile(\n        dynamic=False,\n    )\n"
-                   "    def f(self, x):\n        y = x + 1\n        return y\n\n# trailing\n", encoding="utf-8")
+def test_body_spans_multi_line_decorators_and_a_def_on_line_one() -> None:
+    sources = {"pkg/m.py": parse("def first(x):\n    return x\n\n\nclass A:\n\n    @torch.compile(\n        dynamic=False,\n    )\n"
+                   "    def f(self, x):\n        y = x + 1\n        return y\n\n# trailing\n", "pkg/m.py")}
     stmt = lambda a, b: {"line": a, "end_line": b, "text": "", "targets": []}  # noqa: E731
     first = {"name": "first", "file": "pkg/m.py", "def_line": 1, "statements": [stmt(2, 2)]}
-    assert body_source(tmp_path, _OneFunction(first), "first") == ("def first(x):\n    return x", 1, 2)
+    assert body_source(sources, _OneFunction(first), "first") == ("def first(x):\n    return x", 1, 2)
     f = {"name": "A.f", "file": "pkg/m.py", "def_line": 10, "statements": [stmt(11, 11), stmt(12, 12)]}
-    text, a, b = body_source(tmp_path, _OneFunction(f), "A.f")
+    text, a, b = body_source(sources, _OneFunction(f), "A.f")
     assert (a, b) == (7, 12) and text.splitlines()[0].strip() == "@torch.compile(" and text.endswith("return y")
-    assert body_source(tmp_path, _OneFunction(dict(f, name="A.gone")), "A.gone") is None
+    assert body_source(sources, _OneFunction(dict(f, name="A.gone")), "A.gone") is None
 
 
 def test_search_index_leaves_out_the_bodies_and_kernels(built_site) -> None:

@@ -10,16 +10,17 @@ from annotate.pages.lesson_values import expand
 from annotate.pages.tracefmt import num, sup_label
 from annotate.pages.trace_set import TraceSet
 
-from values_fixtures import mini, mini_set
+from values_fixtures import mini, mini_set, repo_sources
 
 REPO = Path(__file__).resolve().parents[1]
+
 QWEN3 = "nanovllm/models/qwen3.py"
 L156 = "hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)"
 
 
 def test_a_cited_value_is_the_recorded_norm_identity_and_a_link_to_its_layer() -> None:
     text = expand(f"x {{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}} y",
-                  "lesson.md", REPO, mini_set())
+                  "lesson.md", repo_sources(), mini_set())
     res = mini().at(QWEN3, 156, layer=2)[0].var("residual")
     assert text.startswith("x <span") and text.endswith("</span> y")
     assert f"= {num(res.norm)}" in text and f"≡ {sup_label(res.label)}" in text and "x₁⁽²⁾" in text
@@ -28,7 +29,7 @@ def test_a_cited_value_is_the_recorded_norm_identity_and_a_link_to_its_layer() -
 
 
 def test_without_a_trace_the_page_says_how_to_get_one() -> None:
-    text = expand(f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}}", "lesson.md", REPO,
+    text = expand(f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}}", "lesson.md", repo_sources(),
                   TraceSet([]))
     assert "make site" in text and "{{value" not in text
 
@@ -42,6 +43,6 @@ def test_without_a_trace_the_page_says_how_to_get_one() -> None:
 ])
 def test_a_bad_placeholder_is_one_line_naming_page_and_line(body: str, says: str) -> None:
     with pytest.raises(UserError) as info:
-        expand(f"line one\n{{{{value {body}}}}}", "lesson.md", REPO, mini_set())
+        expand(f"line one\n{{{{value {body}}}}}", "lesson.md", repo_sources(), mini_set())
     msg = str(info.value)
     assert msg.startswith("docs/lesson.md:2: ") and says in msg and "\n" not in msg

@@ -11,13 +11,18 @@ import pytest
 
 from annotate.anchors import Anchor, resolve
 from annotate.errors import UserError
-from annotate.links import Links
 from annotate.notes import Sources
 from annotate.pages.map_page import FRAMEWORKS, MAP_FILE, load_map, render_map
+from annotate.pages.snapshot import Snapshot, build_snapshot
 
 pytest_plugins = ["site_fixtures"]
 REPO = Path(__file__).resolve().parents[1]
 HF = "transformers/models/qwen3/modeling_qwen3.py"
+
+
+@pytest.fixture(scope="module")
+def facts() -> Snapshot:
+    return build_snapshot(REPO)
 
 
 @pytest.fixture(scope="module")
@@ -27,22 +32,22 @@ def rows():
     return found
 
 
-def test_every_step_has_the_three_frameworks_and_resolves(rows) -> None:
+def test_every_step_has_the_three_frameworks_and_resolves(rows, facts) -> None:
     steps = [r.step for r in rows]
     assert steps == ["embedding", "first-input-norm", "fused-input-norm", "attention", "x1-and-norm", "gate-up",
                      "silu-mul", "down", "x2", "returns", "final-norm"]
     assert all(set(r.cells) == set(FRAMEWORKS) for r in rows)
-    page = render_map(REPO, rows, Links(REPO))
+    page = render_map(rows, facts)
     assert page.problems == []
     assert page.markdown.index("三框架映射") < page.markdown.index("Three-framework map")
 
 
-def test_hf_x1_cell_links_to_the_resolved_line_and_the_tag_permalink(rows) -> None:
+def test_hf_x1_cell_links_to_the_resolved_line_and_the_tag_permalink(rows, facts) -> None:
     """HF's first residual add (x₁) is modeling_qwen3.py:270 at v4.57.6: resolved, not typed into the map."""
     line = resolve(Anchor(HF, "Qwen3DecoderLayer.forward", "hidden_states = residual + hidden_states", 0),
                    Sources(REPO).get(HF)).span[0]
     assert line == 270   # the fact the issue states, checked against the vendored file
-    html = render_map(REPO, rows, Links(REPO)).markdown
+    html = render_map(rows, facts).markdown
     row = re.search(r'<tr id="step-x1-and-norm">.*?</tr>', html).group(0)
     cell = re.search(r'<td data-framework="transformers">.*?</td>', row).group(0)
     assert f'href="source/{HF}.html#L{line}"' in cell
@@ -51,15 +56,15 @@ def test_hf_x1_cell_links_to_the_resolved_line_and_the_tag_permalink(rows) -> No
     # a multi-line statement links to its whole span, and the span is registered as an anchor for the page
     attention = re.search(r'<tr id="step-attention">.*?</tr>', html).group(0)
     assert f'source/{HF}.html#L260-L269"' in attention
-    assert (260, 269) in render_map(REPO, rows, Links(REPO)).ranges[HF]
+    assert (260, 269) in render_map(rows, facts).ranges[HF]
 
 
-def test_a_broken_anchor_is_one_problem_line(rows) -> None:
+def test_a_broken_anchor_is_one_problem_line(rows, facts) -> None:
     row = rows[4]
     cell = row.cells["vllm"]
     broken = replace(cell, anchors=(replace(cell.anchors[0], statement="residual = residual + hidden_states"),))
     rows = [*rows[:4], replace(row, cells={**row.cells, "vllm": broken}), *rows[5:]]
-    page = render_map(REPO, rows, Links(REPO))
+    page = render_map(rows, facts)
     assert len(page.problems) == 1
     assert "vllm/model_executor/models/qwen3.py" in page.problems[0] and "changed" in page.problems[0]
     assert "an-ref-broken" in page.markdown

@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 
+from annotate.pages.extras import NoExtras
 from annotate.pages.generate import generate
+from annotate.pages.snapshot import build_snapshot
 from goldens import compare_golden
 from annotate.pages.highlight import highlight_lines
 from annotate.pages.prose import render_prose, split_math
@@ -27,7 +29,7 @@ def stub_math(tex: str, display: bool) -> str:
 
 
 def page(path: str, extras=(), root: Path = REPO) -> str:
-    return generate(root, stub_math, lambda tex: None, extras, only=[path]).pages[f"source/{path}.md"]
+    return generate(build_snapshot(root), stub_math, lambda tex: None, extras, only=[path]).pages[f"source/{path}.md"]
 
 
 def rows(text: str) -> list[str]:
@@ -86,6 +88,15 @@ def test_qwen3_line_156_card_and_local_only_lines() -> None:
     assert "local-only lines 204–217 have no upstream permalink" in text
 
 
+def test_another_upstreams_rows_follow_their_own_pin() -> None:
+    """HF's file is identical to its pin, so no row is local-only (rows asked nano-vllm's lock before)."""
+    hf = "transformers/models/qwen3/modeling_qwen3.py"
+    text = page(hf)
+    classes = re.findall(r'<div class="(an-row[^"]*)" id="L\d+"', text)
+    assert len(classes) > 500 and not [c for c in classes if "an-local" in c]
+    assert "identical to upstream" in text and "local-only: this line" not in text
+
+
 def test_every_symbol_has_a_permalink_or_says_local_only() -> None:
     text = page(QWEN3)
     start = text.index('<details class="an-symbols">')
@@ -112,7 +123,7 @@ def test_page_data_blob_carries_notes_and_vars() -> None:
     assert mlp["vars"]["residual"] == "x_1^{(\\ell)}"
 
 
-class FakePanel:
+class FakePanel(NoExtras):
     """A values-panel provider as issue 5 will write one."""
 
     def line_html(self, path: str, line: int) -> str:
@@ -132,7 +143,7 @@ def test_extras_hook_adds_html_after_a_line_and_data_to_the_blob() -> None:
 def test_unresolved_notes_are_left_off_and_reported(project: Path) -> None:
     notes = project / "notes" / f"{LAYERNORM}.yml"
     notes.write_text(notes.read_text().replace("residual = x.to(orig_dtype)", "residual = x.half()"))
-    result = generate(project, stub_math, lambda tex: None, only=[LAYERNORM])
+    result = generate(build_snapshot(project), stub_math, lambda tex: None, only=[LAYERNORM])
     assert len(result.problems) == 1 and "note 14" in result.problems[0] and "changed" in result.problems[0]
     assert 'id="note-14"' not in result.pages[f"source/{LAYERNORM}.md"]
 

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
 from annotate.anchors import resolve
-from annotate.links import Links
+from annotate.links import FileFacts
 from annotate.notes import Sources
 from annotate.vendoring.sync import vendored_files
-from annotate.references import BadReference, find_references, parse_reference, render, scan_references, substitute, unresolved_message
+from annotate.pages.snapshot import build_snapshot
+from annotate.references import (BadReference, broken, expand, find_references, parse_reference, render, scan_references, substitute,
+                                 unresolved_message)
 
 REPO = Path(__file__).resolve().parents[1]
 FILES = vendored_files(REPO)
@@ -19,8 +22,9 @@ UPSTREAM = f"https://github.com/GeeeekExplorer/nano-vllm/blob/{PIN}"
 
 
 @pytest.fixture(scope="module")
-def links() -> Links:
-    return Links(REPO)
+def links() -> Mapping[str, FileFacts]:
+    """Every vendored file's facts, from the build's snapshot."""
+    return build_snapshot(REPO).files
 
 
 def one(text: str, page: str = "lesson.md"):
@@ -79,24 +83,24 @@ def test_code_spans_and_fences_are_left_alone() -> None:
     assert out.splitlines()[4] == "but LINK here"
 
 
-def test_render_links_page_line_and_upstream_permalink(links: Links) -> None:
+def test_render_links_page_line_and_upstream_permalink(links: Mapping[str, FileFacts]) -> None:
     ref, res = one("x [[layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]] y")
     assert res.span == (36, 36)
-    assert render(ref, res, links, "lesson.md") == (
+    assert render(ref, res, links[ref.anchor.path], "lesson.md") == (
         f"[`layernorm.py:36`](source/{LAYERNORM}.md#L36)"
         f'<a class="an-upstream" href="{UPSTREAM}/{LAYERNORM}#L36" title="upstream at the pinned commit">↗</a>')
 
 
-def test_render_symbol_range_from_a_nested_page_with_label(links: Links) -> None:
+def test_render_symbol_range_from_a_nested_page_with_label(links: Mapping[str, FileFacts]) -> None:
     ref, res = one("[[{symbol} L{lines} | layernorm.py › RMSNorm.add_rms_forward]]", "deep/page.md")
-    out = render(ref, res, links, "deep/page.md")
+    out = render(ref, res, links[ref.anchor.path], "deep/page.md")
     assert out.startswith(f"[RMSNorm.add_rms_forward L28–40](../source/{LAYERNORM}.md#L28-L40)")
     assert f"{UPSTREAM}/{LAYERNORM}#L28-L40" in out
 
 
-def test_local_only_line_gets_no_permalink_and_says_so(links: Links) -> None:
+def test_local_only_line_gets_no_permalink_and_says_so(links: Mapping[str, FileFacts]) -> None:
     ref, res = one("[[qwen3.py › Qwen3ForCausalLM.embed_tokens]]")
-    out = render(ref, res, links, "lesson.md")
+    out = render(ref, res, links[ref.anchor.path], "lesson.md")
     assert "github.com" not in out and "(local-only)" in out and "#L206-L208" in out
 
 
@@ -114,15 +118,32 @@ def test_scan_docs_finds_the_index_references() -> None:
     assert not any(r.page == "writing.md" and r.line < 55 for r in refs)  # the syntax shown in code is skipped
 
 
-def test_label_braces_that_are_not_placeholders_stay_as_written(links: Links) -> None:
+def test_label_braces_that_are_not_placeholders_stay_as_written(links: Mapping[str, FileFacts]) -> None:
     ref, res = one("[[$x_{1}$ 在第 {line} 行 | layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]")
-    assert render(ref, res, links, "lesson.md").startswith(f"[$x_{{1}}$ 在第 36 行](source/{LAYERNORM}.md#L36)")
+    assert render(ref, res, links[ref.anchor.path], "lesson.md").startswith(f"[$x_{{1}}$ 在第 36 行](source/{LAYERNORM}.md#L36)")
 
 
-def test_line_numbers_survive_unicode_line_separators(links: Links) -> None:
+def test_line_numbers_survive_unicode_line_separators(links: Mapping[str, FileFacts]) -> None:
     """U+2028 is not a Markdown line break: the reference on line 2 must still be found and replaced."""
     text = "intro\u2028still line one\n[[layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]\n"
     ref, res = one(text)
     assert ref.line == 2
-    out = substitute(text, [ref], lambda r: render(r, res, links, "lesson.md"))
+    out = substitute(text, [ref], lambda r: render(r, res, links[r.anchor.path], "lesson.md"))
     assert "[[" not in out and "layernorm.py:36" in out and "\u2028" in out
+
+
+def test_expand_replaces_a_pages_references_by_their_resolutions(links: Mapping[str, FileFacts]) -> None:
+    text = "a [[layernorm.py › RMSNorm.add_rms_forward › residual = x.to(orig_dtype)]]\n\nb [[layernorm.py › RMSNorm.forward › return 42]]"
+    refs = find_references(text, "lesson.md", FILES)
+    resolved = [(r, resolve(r.anchor, Sources(REPO).get(r.anchor.path))) for r in refs]
+    out = expand(text, "lesson.md", resolved, links).split("\n")
+    assert out[0].startswith(f"a [`layernorm.py:36`](source/{LAYERNORM}.md#L36)")
+    assert out[2] == "b " + broken(*resolved[1])
+
+
+def test_a_broken_reference_is_shown_as_written_escaped_saying_why_chinese_first() -> None:
+    ref, res = one("[[layernorm.py › RMSNorm.forward › return <b>42</b>]]")
+    out = broken(ref, res)
+    assert out.startswith('<span class="an-ref-broken" title="引用无法解析 reference does not resolve: ')
+    assert "<b>" not in out and "&lt;b&gt;42&lt;/b&gt;" in out
+    assert render(ref, res, None, "lesson.md") == out   # render() shows an unresolved reference the same way

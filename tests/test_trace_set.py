@@ -9,9 +9,11 @@ import pytest
 
 from annotate.cli import main
 from annotate.errors import UserError
-from annotate.pages.trace_set import load_traces
+import dataclasses
+
+from annotate.pages.trace_set import REFUSAL_FIX, TraceReview, TraceSet, TraceView, load_traces, review_traces
 from site_fixtures import copy_project
-from values_fixtures import mini_dir
+from values_fixtures import mini, mini_dir, mini_set
 
 QWEN3 = "nanovllm/models/qwen3.py"
 PIN = "2f214426530e2841e7d24c73ee0dfa914d62df56"
@@ -103,3 +105,39 @@ def test_pages_build_without_traces(scratch: Path) -> None:
     page = (scratch / "site/source" / f"{QWEN3}.html").read_text(encoding="utf-8")
     assert 'class="an-values"' not in page
     assert "no usable trace" in (scratch / "site/trace/index.html").read_text(encoding="utf-8")
+
+
+# --- the build's trace policy (review_traces) ------------------------------------------------------
+
+
+def test_review_of_fresh_traces_is_quiet() -> None:
+    assert review_traces(mini_set(), strict=True) == TraceReview()
+
+
+def test_a_stale_cpu_trace_fails_a_strict_build_and_only_warns_without_strict() -> None:
+    traces = mini_set()
+    view = traces.views[0]
+    stale = type(traces)([dataclasses.replace(view, changed=[QWEN3], stale=[QWEN3])])
+    warning = stale.views[0].warning()
+    assert warning and "--force" in warning
+    assert review_traces(stale, strict=True) == TraceReview(fatal=(warning, REFUSAL_FIX))
+    assert review_traces(stale, strict=False) == TraceReview(warnings=(warning,))
+
+
+def test_a_stale_device_trace_is_a_notice_even_in_a_strict_build() -> None:
+    traces = mini_set()
+    view = traces.views[0]
+    gpu = dataclasses.replace(view.trace, meta={**view.trace.meta, "device": "cuda", "device_name": "NVIDIA H200"})
+    stale = type(traces)([dataclasses.replace(view, trace=gpu, changed=[QWEN3], stale=[QWEN3])])
+    notice = stale.views[0].warning()
+    assert notice and "cannot be recorded again here" not in (review_traces(stale, True).fatal or ("",))[0]
+    assert review_traces(stale, strict=True) == TraceReview(notices=(notice,))
+
+
+def test_a_non_finite_value_fails_a_strict_build_naming_line_and_variable() -> None:
+    trace = mini()
+    rec = next(r for r in trace.records if r.vars)
+    rec.vars[0].norm = float("nan")
+    review = review_traces(TraceSet([TraceView("cpu", trace)]), strict=True)
+    assert len(review.fatal) == 1 and f"{rec.file}:{rec.line}" in review.fatal[0] and "NaN or infinite" in review.fatal[0]
+    assert review_traces(TraceSet([TraceView("cpu", trace)]), strict=False) == TraceReview()

@@ -10,7 +10,7 @@ import pytest
 
 from annotate.cli import main
 from annotate.errors import UserError
-from annotate.links import Links
+from annotate.pages.snapshot import build_snapshot
 from annotate.pages.map_page import load_map, render_map
 from annotate.vendoring import read_lock
 from vendor_helpers import git
@@ -54,7 +54,7 @@ def update(project: Path, repo: Path, rev: str, capsys) -> str:
 
 
 def x1_cell(project: Path) -> str:
-    html = render_map(project, load_map(project), Links(project)).markdown
+    html = render_map(load_map(project), build_snapshot(project)).markdown
     row = re.search(r'<tr id="step-x1-and-norm">.*?</tr>', html).group(0)
     return re.search(r'<td data-framework="transformers">.*?</td>', row).group(0)
 

@@ -13,9 +13,11 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
+from annotate.source import SourceFile
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.trace.store import Trace, find_traces, load_trace
 from goldens import compare_golden, redact  # noqa: F401  (re-exported for the values tests)
@@ -104,3 +106,11 @@ def tensor_trace(request: pytest.FixtureRequest) -> Trace:
         if trace.meta.get("tensors_saved") and trace.meta["dtype"] in ("bfloat16", "float16"):
             return trace
     return request.getfixturevalue("tiny_trace").trace
+
+
+@functools.cache
+def repo_sources() -> Mapping[str, SourceFile]:
+    """The project's parsed vendored files, as the build's snapshot holds them (built once per session)."""
+    from annotate.pages.snapshot import build_snapshot
+
+    return build_snapshot(REPO).sources

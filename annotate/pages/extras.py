@@ -6,17 +6,20 @@ data-path="nanovllm/layers/layernorm.py">``; a provider can
 - add HTML right after any line (``line_html``), e.g. a collapsed values panel; it is placed
   between code segments at page width (before that line's note cards), not inside the code table;
 - add JSON to the page's data blob (``page_data``), which the page carries as
-  ``<script type="application/json" id="an-page-data">`` for scripts to read offline.
+  ``<script type="application/json" id="an-page-data">`` for scripts to read offline;
+- add HTML above the code, under the page's banner (``banner_html``), e.g. the page-wide trace switch;
+- ship files beside the page (``data_files``), e.g. a trace's values as a script loaded when a panel
+  first opens, so the page itself stays light.
 
-A provider may also define ``banner_html(path) -> str`` (placed above the code, under the page's
-banner). Providers are listed by :func:`providers`; pages without any still build.
+Every provider implements all four (:class:`NoExtras` gives the empty answers to inherit).
+Providers are listed by :func:`providers`; pages without any still build.
 """
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 if TYPE_CHECKING:
+    from annotate.links import FileFacts
     from annotate.pages.trace_set import TraceSet
 
 
@@ -29,20 +32,36 @@ class LineExtras(Protocol):
     def page_data(self, path: str) -> dict[str, Any]:
         """Extra keys for the page's JSON data blob ({} for none)."""
 
+    def banner_html(self, path: str) -> str:
+        """HTML placed above the code of ``path``'s page, under its banner ('' for none)."""
 
-def providers(root: Path, traces: TraceSet | None = None) -> list[LineExtras]:
-    """The providers active for this project: the values panel when ``traces/`` holds a trace, and HF's
-    traced lines on HF's page when the trace recorded them."""
+    def data_files(self, path: str) -> dict[str, str]:
+        """Files shipped beside ``path``'s page: docs-relative path -> text ({} for none)."""
+
+
+class NoExtras:
+    """A provider that adds nothing: subclasses override what they add."""
+
+    def line_html(self, path: str, line: int) -> str:
+        return ""
+
+    def page_data(self, path: str) -> dict[str, Any]:
+        return {}
+
+    def banner_html(self, path: str) -> str:
+        return ""
+
+    def data_files(self, path: str) -> dict[str, str]:
+        return {}
+
+
+def providers(traces: TraceSet, files: Mapping[str, FileFacts] | None = None) -> list[LineExtras]:
+    """The providers active for this build: the values panel when ``traces/`` holds a trace, and HF's
+    traced lines on HF's page when the trace recorded them against today's bytes of ``files``."""
     from annotate.pages.hf_values import HfValues
-    from annotate.pages.trace_set import load_traces
     from annotate.pages.values import ValuesPanel
 
-    if traces is None:
-        from annotate.links import Links
-
-        lock = Links(root).lock
-        traces = load_traces(root, lock.upstream.commit if lock else None)
     if not traces.views:
         return []
-    hf = HfValues(traces, root)   # HF transformers' own traced lines, on its page
+    hf = HfValues(traces, files)   # HF transformers' own traced lines, on its page
     return [ValuesPanel(traces), *([hf] if hf.by_line else [])]

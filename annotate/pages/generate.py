@@ -1,23 +1,23 @@
 """The whole generated part of the site, independent of MkDocs: source pages + index + problems.
 
-The plugin calls :func:`generate` from ``on_files``; the benchmark and the tests call it directly.
+The plugin calls :func:`generate` from ``on_files`` with the build's snapshot
+(:func:`annotate.pages.snapshot.build_snapshot`); the benchmark and the tests call it directly.
 Notes that do not resolve (changed / vanished) are left off the page and listed in ``problems``;
 the caller decides whether that fails the build (strict) or only warns.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable, Sequence
 
 from annotate.errors import UserError
-from annotate.links import Links, page_src_uri
-from annotate.notes import CheckEntry, NotesFile, Sources, load_all, resolve_notes, vet_math
-from annotate.vendoring.sync import vendored_files
+from annotate.links import page_src_uri
+from annotate.notes import NotesFile, vet_math
 from annotate.pages.extras import LineExtras
 from annotate.pages.index import INDEX_URI, render_index
 from annotate.pages.prose import split_math
-from annotate.pages.source_page import MathFn, PageInput, PlacedNote, render_page
+from annotate.pages.snapshot import Snapshot
+from annotate.pages.source_page import MathFn, PageInput, render_page
 from annotate.render.katex import MathError
 
 
@@ -30,49 +30,33 @@ class Generated:
     problems: list[str] = field(default_factory=list)
 
 
-def page_paths(root: Path, only: Sequence[str] | None = None) -> list[str]:
-    """The vendored Python files that get a page (``only`` limits them, e.g. for the benchmark)."""
-    paths = [p for p in vendored_files(root) if p.endswith(".py")]
-    return [p for p in paths if only is None or p in only]
-
-
-def generate(root: Path, math: MathFn, math_check, extras: Sequence[LineExtras] = (),
-             only: Sequence[str] | None = None, links: Links | None = None,
-             ranges: dict[str, set[tuple[int, int]]] | None = None,
+def generate(snapshot: Snapshot, math: MathFn, math_check, extras: Sequence[LineExtras] = (),
+             only: Sequence[str] | None = None,
              prefetch: Callable[[list[tuple[str, bool]]], None] | None = None) -> Generated:
-    """Load and vet the notes, resolve them, and render every page.
+    """Vet the notes' math and render every source page and the index from the build's facts.
 
-    ``ranges`` (path -> line ranges that prose links to) become real anchors on the pages, so
-    MkDocs' link validation knows ``#L28-L40`` exists. ``prefetch`` (e.g. ``Katex.prefetch``)
-    renders every formula of the notes in one round trip before the pages ask for them one by one.
+    The snapshot's referenced ranges (path -> line ranges that prose and the map link to) become real
+    anchors on the pages, so MkDocs' link validation knows ``#L28-L40`` exists. ``prefetch`` (e.g.
+    ``Katex.prefetch``) renders every formula of the notes in one round trip before the pages ask for
+    them one by one.
     """
-    files = load_all(root)
+    files = list(snapshot.notes)
     if prefetch is not None:
         prefetch(note_formulas(files))
     vet_math(files, math_check)
-    links = links or Links(root)
-    sources = Sources(root)
     by_path = {f.path: f for f in files}
-    result = Generated()
-    placed: dict[str, list[PlacedNote]] = {}
-    for note, resolution in resolve_notes(files, sources):
-        if resolution.ok:
-            placed.setdefault(note.anchor.path, []).append(PlacedNote.of(note, resolution))
-        else:
-            result.problems.append(CheckEntry(resolution).line())
-    paths = page_paths(root, only)
+    result = Generated(problems=list(snapshot.note_problems))
+    paths = snapshot.page_paths(only)
     for path in paths:
-        source = sources.get(path)
-        assert source is not None
         notes_file = by_path.get(path)
-        page = PageInput(source, placed.get(path, []), links, _guard(math, notes_file),
-                         notes_file.intro if notes_file else {}, extras, sorted((ranges or {}).get(path, ())))
+        page = PageInput(snapshot.files[path], snapshot.placed.get(path, ()), _guard(math, notes_file),
+                         notes_file.intro if notes_file else {}, extras, sorted(snapshot.ranges.get(path, ())))
         result.pages[page_src_uri(path)] = render_page(page)
         for extra in extras:   # a provider may ship data beside the page, loaded only when needed
-            result.files.update(getattr(extra, "data_files", lambda _p: {})(path))
+            result.files.update(extra.data_files(path))
     if only is None:
-        counts = {p: len(placed.get(p, [])) for p in paths}
-        result.pages[INDEX_URI] = render_index(paths, counts, links)
+        counts = {p: len(snapshot.placed.get(p, ())) for p in paths}
+        result.pages[INDEX_URI] = render_index(paths, counts, snapshot.files)
     return result
 
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import html
-from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from annotate.links import FileFacts
+from annotate.pages.extras import NoExtras
 from annotate.pages.trace_set import TraceSet
 
 
-class HfValues:
+class HfValues(NoExtras):
     """A :class:`annotate.pages.extras.LineExtras` provider for the HF file's page."""
 
-    def __init__(self, traces: TraceSet, root: Path | None = None) -> None:
+    def __init__(self, traces: TraceSet, files: Mapping[str, FileFacts] | None = None) -> None:
         view = next((v for v in traces.views if not v.pin_moved and (v.trace.summary.get("hf_lines") or {}).get("lines")),
                     None)
         self.trace = view.trace if view else None
@@ -26,7 +27,7 @@ class HfValues:
         self.file = hf.get("file", "")
         self.note = f"HF transformers {hf.get('transformers', '?')}, {hf.get('attention', 'eager')} attention"
         self.by_line: dict[int, list[dict[str, Any]]] = {}
-        if root is not None and hf and not same_bytes(root, self.file, hf.get("sha256", "")):
+        if files is not None and hf and not same_bytes(files.get(self.file), hf.get("sha256", "")):
             return   # HF's lines were recorded against other bytes than today's vendored file: shown nowhere
         for entry in hf.get("lines", []):
             self.by_line.setdefault(int(entry["line"]), []).append(entry)
@@ -56,9 +57,7 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
 
 
-def same_bytes(root: Path, path: str, sha256: str) -> bool:
-    """Whether today's vendored copy of ``path`` is the file HF's lines were recorded from."""
-    from annotate.vendoring.registry import Registry
-
-    file = Registry(root).file(path) if path else None
-    return bool(file and file.is_file() and hashlib.sha256(file.read_bytes()).hexdigest() == sha256)
+def same_bytes(facts: FileFacts | None, sha256: str) -> bool:
+    """Whether today's vendored copy of a file (``facts``, None: not vendored) is the one HF's lines were
+    recorded from."""
+    return bool(facts and hashlib.sha256(facts.data).hexdigest() == sha256)

@@ -10,19 +10,16 @@ materialises instead, the fused-vs-eager distance, and — when a GPU trace carr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 
-from annotate import source
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, human_bytes, nbytes, num
-from annotate.source import AnchorError
+from annotate.source import AnchorError, SourceFile
 from annotate.trace.store import LineRecord, Trace
-from annotate.vendoring.lock import VENDOR_DIR
 
 FUNCTIONS = ("RMSNorm.add_rms_forward", "RMSNorm.rms_forward", "SiluAndMul.forward")
 PARAMS = {"RMSNorm.add_rms_forward": ("weight γ",), "RMSNorm.rms_forward": ("weight γ",), "SiluAndMul.forward": ()}
@@ -73,13 +70,14 @@ def traffic(trace: Trace, function: str) -> Traffic | None:
     return Traffic(reads, writes, inter)
 
 
-def body_source(root: Path, trace: Trace, function: str) -> tuple[str, int, int] | None:
-    """(text, first line, last line) of the function as vendored: first decorator line through its end
-    (the tree-sitter model's symbol span); None when the trace or the vendored file lacks it."""
+def body_source(sources: Mapping[str, SourceFile], trace: Trace, function: str) -> tuple[str, int, int] | None:
+    """(text, first line, last line) of the function as vendored (``sources``: the build's parsed files):
+    first decorator line through its end (the tree-sitter model's symbol span); None when the trace or
+    the vendored file lacks it."""
     info = trace.function(function)
-    if not info or not info.get("statements"):
+    model = sources.get(info["file"]) if info and info.get("statements") else None
+    if model is None:
         return None
-    model = source.load(root / VENDOR_DIR / info["file"], info["file"])
     try:
         start, end = model.symbol(function).span
     except AnchorError:
@@ -104,7 +102,7 @@ def _lexer(language: str):
         return CppLexer() if language == "cpp" else get_lexer_by_name("text")
 
 
-def render(root: Path, traces: TraceSet, href: Callable[[str, int], str]) -> str:
+def render(sources: Mapping[str, SourceFile], traces: TraceSet, href: Callable[[str, int], str]) -> str:
     """The page's Markdown (raw HTML blocks, no blank line inside any)."""
     views = [v for v in traces.views if not v.pin_moved]
     out = ["---\ntitle: 融合内核 Fused kernels\nhide:\n  - toc\n---\n", "# 融合内核 Fused kernels\n",
@@ -116,16 +114,17 @@ def render(root: Path, traces: TraceSet, href: Callable[[str, int], str]) -> str
            "Left: the body as vendored; right: the kernel the compiler generated in the recorded run (Inductor C++ "
            "on CPU, Triton on GPU). Byte counts are computed from the shapes and dtypes in the trace.\n"]
     for function in FUNCTIONS:
-        out.append(section(root, views, function, href))
+        out.append(section(sources, views, function, href))
     return "\n".join(out)
 
 
-def section(root: Path, views: list[TraceView], function: str, href: Callable[[str, int], str]) -> str:
+def section(sources: Mapping[str, SourceFile], views: list[TraceView], function: str,
+            href: Callable[[str, int], str]) -> str:
     """One compiled function: traffic table per trace, body beside kernels, fused-vs-eager, bandwidth."""
     base = next((v for v in views if v.trace.function(function)), None)
     if base is None:
         return f"## `{function}`\n\n本轨迹没有记录这个函数 — no trace recorded this function.\n"
-    src = body_source(root, base.trace, function)
+    src = body_source(sources, base.trace, function)
     info = base.trace.function(function) or {}
     parts = [f"## `{function}`\n"]
     if src:

@@ -18,34 +18,32 @@ variable or layer is one :class:`UserError` line naming the page and line.
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from typing import Mapping
 
 from annotate.errors import UserError
-from annotate.notes import Sources
 from annotate.pages.trace_set import TraceSet
 from annotate.references import find_file
 from annotate.pages.tracefmt import esc, num, sup_label, value_url
-from annotate.source import AnchorError
-from annotate.vendoring.sync import vendored_files
+from annotate.source import AnchorError, SourceFile
 
 PLACEHOLDER = re.compile(r"\{\{value\s+(?P<body>.*?)\}\}")
 SEP = " › "
 
 
-def _file(root: Path, name: str, where: str) -> str:
+def _file(sources: Mapping[str, SourceFile], name: str, where: str) -> str:
     """The vendored path a short name (`qwen3.py`) or full path stands for: the same rule as a
     ``[[…]]`` reference's (a tail several upstreams share means nano-vllm's file)."""
-    return find_file(name, vendored_files(root), f"{where}: {{{{value …}}}}")
+    return find_file(name, list(sources), f"{where}: {{{{value …}}}}")
 
 
-def render(body: str, page: str, root: Path, traces: TraceSet | None, where: str, sources: Sources) -> str:
+def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None, where: str) -> str:
     """The text and link for one placeholder body (see the module docstring)."""
     parts = [p.strip() for p in body.split(SEP)]
     if len(parts) != 5:
         raise UserError(f"{where}: {{{{value {body}}}}} needs five parts separated by ' › ': "
                         "file › symbol › statement › variable › layer")
     name, symbol, statement, var, layer_text = parts
-    path = _file(root, name, where)
+    path = _file(sources, name, where)
     source = sources.get(path)
     try:
         line = source.find(symbol, statement)[0] if source else 0
@@ -70,15 +68,15 @@ def render(body: str, page: str, root: Path, traces: TraceSet | None, where: str
             f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_words}</a>）</span>')
 
 
-def expand(markdown: str, page: str, root: Path, traces: TraceSet | None) -> str:
-    """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link."""
+def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None) -> str:
+    """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link;
+    ``sources`` are the build's parsed vendored files (:attr:`annotate.pages.snapshot.Snapshot.sources`)."""
     if "{{value" not in markdown:
         return markdown
-    sources = Sources(root)
     lines = markdown.split("\n")
     for i, text in enumerate(lines):
         where = f"docs/{page}:{i + 1}"
         def one(m: re.Match[str], where: str = where) -> str:
-            return render(m.group("body"), page, root, traces, where, sources)
+            return render(m.group("body"), page, sources, traces, where)
         lines[i] = PLACEHOLDER.sub(one, text)
     return "\n".join(lines)

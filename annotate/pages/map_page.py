@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
-from annotate.anchors import Anchor, Resolution, resolve
+from annotate.anchors import Anchor, Resolution
 from annotate.framework_map import FRAMEWORKS, MAP_FILE, MapCell, Row, load_map
-from annotate.links import Links, page_url
+from annotate.links import page_url
 from annotate.pages.hf_values import same_bytes
-from annotate.notes import CheckEntry, Sources
+from annotate.pages.snapshot import Snapshot
+from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
 __all__ = ["FRAMEWORKS", "MAP_FILE", "MAP_URI", "MapPage", "load_map", "render_map"]
@@ -32,14 +32,13 @@ class MapPage:
     ranges: dict[str, set[tuple[int, int]]]
 
 
-def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | None = None,
-               trace: Any = None) -> MapPage:
-    """Resolve every anchor and write the page (Chinese first); unresolved anchors become problems.
+def render_map(rows: Sequence[Row], facts: Snapshot, trace: Any = None) -> MapPage:
+    """Write the page from the anchors' resolutions in the build's ``facts`` (Chinese first); unresolved
+    anchors become problems.
 
     ``trace`` (a loaded nano-vllm trace whose ``summary.hf_lines`` holds HF's traced lines) adds the
     identities found by comparison: which variable on which line of each framework held x, x₁, x₂.
     """
-    sources = sources or Sources(root)
     problems: list[str] = []
     ranges: dict[str, set[tuple[int, int]]] = {}
     head = "".join(f"<th>{html.escape(title)}</th>" for title in FRAMEWORKS.values())
@@ -48,16 +47,16 @@ def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | Non
         cells = []
         for name in FRAMEWORKS:
             cell = row.cells.get(name)
-            cells.append(f'<td data-framework="{name}">{_render_cell(cell, sources, links, problems, ranges)}</td>'
+            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems, ranges)}</td>'
                          if cell else f'<td data-framework="{name}">—</td>')
         body.append(f'<tr id="step-{html.escape(row.step)}"><th scope="row">{html.escape(row.zh)}'
                     f'<br><span lang="en">{html.escape(row.en)}</span></th>{"".join(cells)}</tr>')
     markdown = (f"---\ntitle: 三框架映射 · Three-framework map\n---\n# 三框架映射 · Three-framework map\n\n"
-                f"{_intro(links)}\n\n"
+                f"{_intro(facts)}\n\n"
                 f'<div class="an-map"><table><thead><tr><th>步骤 Step</th>{head}</tr></thead>'
                 f'<tbody>{"".join(body)}</tbody></table></div>\n')
     if trace is not None:
-        markdown += "\n" + _identities(rows, sources, trace, links)
+        markdown += "\n" + _identities(rows, facts, trace)
     return MapPage(markdown, problems, ranges)
 
 
@@ -65,13 +64,13 @@ def render_map(root: Path, rows: list[Row], links: Links, sources: Sources | Non
 FOLLOWED = (("x", "x"), ("x1", "x₁"), ("rmsnorm2", "RMSNorm₂(x₁)"), ("mlp", "m = MLP(·)"), ("x2", "x₂"))
 
 
-def _anchored_lines(rows: list[Row], framework: str, sources: Sources) -> dict[str, set[int]]:
+def _anchored_lines(rows: Sequence[Row], framework: str, facts: Snapshot) -> dict[str, set[int]]:
     """file -> the lines the map's cells of one framework resolve to (every line of a multi-line statement)."""
     out: dict[str, set[int]] = {}
     for row in rows:
         cell = row.cells.get(framework)
         for anchor in cell.anchors if cell else ():
-            res = resolve(anchor, sources.get(anchor.path))
+            res = facts.resolution(anchor)
             if res.ok and res.span:
                 out.setdefault(anchor.path, set()).update(range(res.span[0], res.span[1] + 1))
     return out
@@ -105,7 +104,7 @@ def _hf_hit(hf: dict[str, Any], lines: set[int], key: str) -> tuple[int, str] | 
     return hits[0] if hits else None
 
 
-def _identities(rows: list[Row], sources: Sources, trace: Any, links: Links) -> str:
+def _identities(rows: Sequence[Row], facts: Snapshot, trace: Any) -> str:
     """Per math variable: the nano-vllm line and variable and the HF line and variable that held it, by comparison."""
     hf = trace.summary.get("hf_lines") or {}
     head = ("## 按比较找到的等价 · Identities found by comparison\n\n"
@@ -119,11 +118,11 @@ def _identities(rows: list[Row], sources: Sources, trace: Any, links: Links) -> 
         why = hf.get("skipped") or "this trace has no HF line records (re-record it with `annotate trace --force`)"
         return head + f"HF 的行没有记录 — HF's lines were not traced: {html.escape(why)}\n"
     hf_file = hf.get("file", "")
-    if not same_bytes(sources.root, hf_file, hf.get("sha256", "")):
+    if not same_bytes(facts.files.get(hf_file), hf.get("sha256", "")):
         return head + ("HF 的行是在另一份字节上记录的 — HF's lines were recorded against other bytes than today's "
                        f"vendored {html.escape(hf_file)}: re-record the trace (`annotate trace --force`)\n")
-    nano_lines = _anchored_lines(rows, "nano-vllm", sources)
-    hf_lines = _anchored_lines(rows, "transformers", sources).get(hf_file, set())
+    nano_lines = _anchored_lines(rows, "nano-vllm", facts)
+    hf_lines = _anchored_lines(rows, "transformers", facts).get(hf_file, set())
     out = []
     for key, label in FOLLOWED:
         nano = _nano_hits(trace, nano_lines, key)
@@ -150,11 +149,8 @@ def _identities(rows: list[Row], sources: Sources, trace: Any, links: Links) -> 
             f'<tbody>{"".join(out)}</tbody></table></div>\n')
 
 
-def _intro(links: Links) -> str:
-    pins = []
-    for vendor in links.registry.all:
-        lock = links.registry.lock(vendor)
-        pins.append(f"{FRAMEWORKS.get(vendor.name, vendor.name)}: {html.escape(lock.upstream.pin_words)}")
+def _intro(facts: Snapshot) -> str:
+    pins = [f"{FRAMEWORKS.get(name, name)}: {html.escape(lock.upstream.pin_words)}" for name, lock in facts.pins]
     return ("同一个解码块在三个框架里逐行对照：每格是该步骤的语句（链接到本站源码页的对应行，↗ 是上游固定版本的链接），"
             "以及这一步之后哪个代码变量装着 x、x₁、x₂。HF transformers 是课本写法（层里直接相加，返回 x₂）；"
             "nano-vllm 与 vLLM 用两个变量，把残差加法融合进下一个 RMSNorm。所有行号都在构建时由符号锚点解析得到。\n\n"
@@ -166,16 +162,16 @@ def _intro(links: Links) -> str:
             "固定版本 Pins — " + "; ".join(pins))
 
 
-def _render_cell(cell: MapCell, sources: Sources, links: Links, problems: list[str],
+def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str],
                  ranges: dict[str, set[tuple[int, int]]]) -> str:
     parts = []
     for anchor in cell.anchors:
-        resolution = resolve(anchor, sources.get(anchor.path))
+        resolution = facts.resolution(anchor)
         if not resolution.ok or resolution.span is None:
             problems.append(CheckEntry(resolution).line())
             parts.append(f'<div class="an-ref-broken">{html.escape(anchor.label)}: {html.escape(resolution.describe())}</div>')
             continue
-        parts.append(_statement(anchor, resolution, sources, links, ranges))
+        parts.append(_statement(anchor, resolution, facts, ranges))
     if cell.holds:
         held = ", ".join(f"<code>{html.escape(var)}</code> = {html.escape(math)}" for var, math in cell.holds.items())
         parts.append(f'<div class="an-map-holds">之后 after: {held}</div>')
@@ -185,10 +181,10 @@ def _render_cell(cell: MapCell, sources: Sources, links: Links, problems: list[s
     return "".join(parts) or "—"
 
 
-def _statement(anchor: Anchor, resolution: Resolution, sources: Sources, links: Links,
+def _statement(anchor: Anchor, resolution: Resolution, facts: Snapshot,
                ranges: dict[str, set[tuple[int, int]]]) -> str:
     start, end = resolution.span  # type: ignore[misc]
-    source = sources.get(anchor.path)
+    source = facts.source(anchor.path)
     assert source is not None
     first = source.lines[start - 1].strip()
     text = first + (" …" if end > start else "")
@@ -198,7 +194,7 @@ def _statement(anchor: Anchor, resolution: Resolution, sources: Sources, links: 
     if end > start:
         local = local.rsplit("#", 1)[0] + f"#L{start}-L{end}"
         ranges.setdefault(anchor.path, set()).add((start, end))
-    permalink = links.permalink(anchor.path, start, end)
+    permalink = facts.files[anchor.path].permalink(start, end)
     up = (f' <a class="an-upstream" href="{html.escape(permalink)}" title="upstream at the pin">↗</a>'
           if permalink else ' <span class="an-local">(本地独有 local-only)</span>')
     return (f'<div class="an-map-stmt"><a class="an-map-line" href="{html.escape(local)}">{html.escape(where)}</a>'

@@ -13,15 +13,16 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
-from annotate.anchors import Resolution
-from annotate.links import LOCAL_ONLY, Links, page_anchor
-from annotate.notes import Note
+from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
 from annotate.pages.extras import LineExtras
 from annotate.pages.highlight import highlight_lines
 from annotate.pages.prose import render_prose
 from annotate.source import SourceFile
 from annotate.vendoring.linemap import format_ranges
 from annotate.vendoring.status import FileStatus
+from annotate.pages.snapshot import PlacedNote
+
+__all__ = ["CITE_HEAD", "MathFn", "PageInput", "PlacedNote", "lean_math", "render_page"]
 
 MathFn = Callable[[str, bool], str]  # (tex, display) -> HTML; raises on bad LaTeX
 # the course lesson these pages belong to: the first line of every citation a reader copies
@@ -29,35 +30,21 @@ CITE_HEAD = "第 20 课 · lesson 20 — Transformer 逐步拆解 · nano-vllm"
 
 
 @dataclass(frozen=True)
-class PlacedNote:
-    """A resolved note and where it goes: after ``end`` (statement) or before ``start`` (symbol)."""
-
-    note: Note
-    start: int
-    end: int
-
-    @classmethod
-    def of(cls, note: Note, resolution: Resolution) -> PlacedNote:
-        start, end = resolution.span  # type: ignore[misc]
-        return cls(note, start, end)
-
-    @property
-    def slot(self) -> tuple[int, str]:
-        """(line, 'before'|'after'): where the card is drawn."""
-        return (self.start, "before") if self.note.on_symbol else (self.end, "after")
-
-
-@dataclass
 class PageInput:
-    """Everything one page needs; built by the plugin (or a test) from the project."""
+    """Everything one page needs: facts from the build's snapshot (:mod:`annotate.pages.snapshot`)."""
 
-    source: SourceFile
+    facts: FileFacts
     notes: Sequence[PlacedNote]
-    links: Links
     math: MathFn
     intro: dict[str, str] = field(default_factory=dict)
     extras: Sequence[LineExtras] = ()
     ranges: Sequence[tuple[int, int]] = ()  # line ranges linked from elsewhere: get an `id="L28-L40"`
+
+    @property
+    def source(self) -> SourceFile:
+        """The parsed file (a page is only made for a Python file)."""
+        assert self.facts.source is not None, self.facts.path
+        return self.facts.source
 
 
 _MATHML = re.compile(r'<span class="katex-mathml">.*?</math></span>', re.S)
@@ -81,8 +68,7 @@ def render_page(page: PageInput) -> str:
     page = replace(page, math=lean_math(page.math))
     path = page.source.path
     parts = [f"---\ntitle: {path.rsplit('/', 1)[-1]}\nhide:\n  - toc\n---\n", f"# {path}\n", banner(page), ""]
-    extra_banners = [b for b in (getattr(e, "banner_html", None) for e in page.extras) if b is not None]
-    for html_ in (b(path) for b in extra_banners):
+    for html_ in (e.banner_html(path) for e in page.extras):
         parts += [html_, ""] if html_ else []
     if page.intro:
         parts += [_texts(page.intro, page.math, "an-intro"), ""]
@@ -106,10 +92,10 @@ def _state_words(status: FileStatus) -> str:
 def banner(page: PageInput) -> str:
     """Provenance: where the copy comes from, the upstream pin and date, identical or not."""
     path = page.source.path
-    lock = page.links.lock_for(path)
+    lock = page.facts.lock
     up = lock.upstream
     commit_link = up.file_url(path)
-    state = _state_words(page.links.file_status(path))
+    state = _state_words(page.facts.status)
     date = f" ({up.committed[:10]})" if up.committed else ""
     pin = (f'<code>{up.commit[:10]}</code></a>{date}' if up.commit else
            f'<code>{html.escape(up.tag)}</code></a> — {html.escape(up.pin_words)}')
@@ -129,7 +115,7 @@ def symbols_table(page: PageInput) -> str:
     rows = []
     for sym in sorted(page.source.symbols.values(), key=lambda s: s.start_line):
         a, b = sym.span
-        link = page.links.permalink(page.source.path, a, b)
+        link = page.facts.permalink(a, b)
         up = (f'<a class="an-upstream" href="{html.escape(link)}">upstream ↗</a>' if link else
               f'<span class="an-local" title="{html.escape(LOCAL_ONLY)}">local-only</span>')
         rows.append(f'<tr><td><a href="{page_anchor(a, b)}"><code>{html.escape(sym.qualname)}</code></a></td>'
@@ -189,9 +175,7 @@ def _marks(notes: Sequence[PlacedNote]) -> dict[int, tuple[int, ...]]:
 
 def row(page: PageInput, number: int, line_html: str, marks: tuple[int, ...] = ()) -> str:
     """One code line: its number (a link to itself), its highlighted text, markers of its notes."""
-    path = page.source.path
-    lock = page.links.lock
-    upstream = page.links.line_map(path).upstream_line(number) if lock and path in lock.upstream.files else None
+    upstream = page.facts.upstream_line(number)
     classes = "an-row" + (" an-noted" if marks else "") + (" an-local" if upstream is None else "")
     # the upstream line, where it differs from the local one (an-local rows have none)
     attrs = (f' data-upstream="{upstream}"' if upstream != number else "") if upstream else \
@@ -224,10 +208,10 @@ def _cards_by_slot(page: PageInput) -> dict[tuple[int, str], list[str]]:
 
 def card(page: PageInput, placed: PlacedNote) -> str:
     """A note card: where it points, the upstream permalink, the math, the variables, zh then en."""
-    note, path = placed.note, page.source.path
+    note = placed.note
     a, b = placed.start, placed.end
     lines = f"L{a}" if a == b else f"L{a}–{b}"
-    link = page.links.permalink(path, a, b)
+    link = page.facts.permalink(a, b)
     up = (f'<a class="an-upstream" href="{html.escape(link)}" title="upstream at the pinned commit">upstream ↗</a>'
           if link else f'<span class="an-local" title="{html.escape(LOCAL_ONLY)}">local-only: no upstream permalink</span>')
     # the card's title is a heading (a direct child of the card) with the card's id: the search index makes
@@ -263,7 +247,7 @@ def _texts(texts: dict[str, str], math: MathFn, css: str) -> str:
 
 def data_blob(page: PageInput) -> str:
     """The page's JSON data (path, pin, notes with their lines and vars) plus the providers' keys."""
-    lock = page.links.lock_for(page.source.path)
+    lock = page.facts.lock
     data: dict[str, Any] = {
         "path": page.source.path,
         "lines": len(page.source.lines),

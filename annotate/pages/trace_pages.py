@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from annotate.links import page_url
+from annotate.source import SourceFile
 from annotate.pages import flow, kernels_page, numerics_page, plots
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, value_url
@@ -34,8 +36,9 @@ def _href(uri: str):
     return href
 
 
-def trace_pages(root: Path, traces: TraceSet) -> TracePages:
-    """Every trace page for the traces found (each saying how to record one when there is none)."""
+def trace_pages(root: Path, traces: TraceSet, sources: Mapping[str, SourceFile]) -> TracePages:
+    """Every trace page for the traces found (each saying how to record one when there is none);
+    ``sources`` are the build's parsed vendored files (the kernels page shows compiled bodies from them)."""
     out = TracePages()
     view = next((v for v in traces.views if not v.pin_moved), None)
     if view is None:   # every page still exists (hand-written pages link to them) and says how to get a trace
@@ -46,7 +49,7 @@ def trace_pages(root: Path, traces: TraceSet) -> TracePages:
     out.files[NORMS_SVG] = plots.norms_svg(view.trace)
     out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
     out.pages[INDEX] = overview(view, traces)
-    out.pages[kernels_page.KERNELS_URI] = kernels_page.render(root, traces, _href(kernels_page.KERNELS_URI))
+    out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI))
     out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), root)
     return out
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from annotate.trace.store import Trace, find_traces, load_trace
+from annotate.trace.validate import non_finite
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
@@ -166,15 +167,47 @@ class TraceSet:
         return [w for w in (v.warning() for v in self.views if not v.rerecordable) if w]
 
 
+#: what a strict build says after the stale traces it refuses
+REFUSAL_FIX = ("(a strict build refuses stale traces; `annotate build --no-strict` "
+               "builds with their values withheld from the changed files)")
+
+
+@dataclass(frozen=True)
+class TraceReview:
+    """What a build does about its traces: ``fatal`` lines fail it (one message), ``warnings`` go to the
+    build log, ``notices`` are reported without failing even a strict build (device traces)."""
+
+    fatal: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
+
+
+def review_traces(traces: TraceSet, strict: bool) -> TraceReview:
+    """The policy for stale and non-finite traces: a strict build refuses a trace with a non-finite value
+    (the first one found) and any stale CPU trace (it can be recorded again here); a build without
+    strict shows them with their values withheld and warns. A stale device trace is only a notice."""
+    notices = tuple(traces.notices())
+    for view in traces.views if strict else ():
+        if problem := non_finite(view.trace):
+            return TraceReview(fatal=(problem,), notices=notices)
+    stale = tuple(traces.refusals())
+    if stale and strict:
+        return TraceReview(fatal=(*stale, REFUSAL_FIX), notices=notices)
+    return TraceReview(warnings=stale, notices=notices)
+
+
 def _order(view: TraceView) -> tuple:
     """Default trace first, then CPU before GPU, bfloat16 before the others, then by key."""
     return (view.key != DEFAULT_KEY, view.device != "cpu", view.dtype != "bfloat16", view.key)
 
 
-def load_traces(root: Path, upstream_commit: str | None) -> TraceSet:
-    """Load every trace under `<root>/traces`; a bad trace file raises its one-line UserError."""
+def load_traces(root: Path, upstream_commit: str | None, here: dict[str, str] | None = None) -> TraceSet:
+    """Load every trace under `<root>/traces`; a bad trace file raises its one-line UserError.
+
+    ``here`` is the sha256 of every file of ``vendor/nano-vllm`` when the caller has them (the build's
+    snapshot does); otherwise the folder is hashed once for all traces."""
     views = []
-    here = local_hashes(root / VENDOR_DIR)  # hashed once for all traces
+    here = local_hashes(root / VENDOR_DIR) if here is None else here
     for folder in find_traces(root):
         trace = load_trace(folder, root)
         traced_commit = (trace.vendor.get("upstream") or {}).get("commit")

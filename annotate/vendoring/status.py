@@ -60,11 +60,15 @@ def file_status(vendor: Path, name: str, lock: Lock) -> FileStatus:
     if not path.is_file():
         return FileStatus(name, "missing", modified=name in lock.source.files)
     data = path.read_bytes()
+    return status_of(name, data, lock, linemap.build(name, data, lock.upstream))
+
+
+def status_of(name: str, data: bytes, lock: Lock, lmap: linemap.LineMap) -> FileStatus:
+    """The status of vendored file ``name`` from its bytes and its line map (both already at hand)."""
     recorded = lock.source.files.get(name)
     modified = recorded is not None and sha256_bytes(data) != recorded or (recorded is None and bool(lock.source.files))
     if name not in lock.upstream.files:
         return FileStatus(name, "local-only file", modified=modified)
-    lmap = linemap.build(name, data, lock.upstream)
     if lmap.identical:
         return FileStatus(name, "identical", modified=modified)
     return FileStatus(name, "differs", local_only=lmap.local_only(), modified=modified)

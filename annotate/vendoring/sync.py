@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from annotate import guard
 from annotate.atomic import swap_dir
@@ -70,10 +70,19 @@ def verify_all(root: Path) -> None:
         verify_vendored(root, read_lock(root / vendor.lock_name), vendor)
 
 
-def verify_vendored(root: Path, lock: Lock | None, upstream: Vendor = NANO_VLLM) -> None:
+def walk_vendor(root: Path, upstream: Vendor = NANO_VLLM) -> list[tuple[str, bool]]:
+    """(vendor-relative path, is a symbolic link) of every entry of one upstream's folder, sorted ([] when
+    the folder is missing): what a build walks once and hands to :func:`verify_vendored`."""
+    return _walk(root / upstream.dir)
+
+
+def verify_vendored(root: Path, lock: Lock | None, upstream: Vendor = NANO_VLLM,
+                    walked: list[tuple[str, bool]] | None = None, data: Mapping[str, bytes] | None = None) -> None:
     """What a strict build publishes must be exactly what the lock vouches for: same files, same sha256.
 
-    One line naming the first file that is a link, extra, missing or changed, with the fix.
+    One line naming the first file that is a link, extra, missing or changed, with the fix. ``walked``
+    (from :func:`walk_vendor`) and ``data`` (the bytes of its files) are what the caller already read:
+    the very bytes it will publish, so nothing is walked or read twice.
     """
     folder, lock_name = upstream.dir, upstream.lock_name
     vendor = root / folder
@@ -87,12 +96,12 @@ def verify_vendored(root: Path, lock: Lock | None, upstream: Vendor = NANO_VLLM)
     if not recorded:
         raise UserError(f"{lock_name}: records no sha256 of the vendored files; {fix}")
     seen = set()
-    for rel, is_link in _walk(vendor):
+    for rel, is_link in _walk(vendor) if walked is None else walked:
         if is_link:
             raise UserError(f"{folder}/{rel}: is a symbolic link, not a vendored file; {fix}")
         if rel not in recorded:
             raise UserError(f"{folder}/{rel}: not in {lock_name}; {fix}")
-        if sha256_bytes((vendor / rel).read_bytes()) != recorded[rel]:
+        if sha256_bytes((vendor / rel).read_bytes() if data is None else data[rel]) != recorded[rel]:
             raise UserError(f"{folder}/{rel}: sha256 differs from {lock_name} (edited?); {fix}")
         seen.add(rel)
     missing = sorted(set(recorded) - seen)
@@ -112,11 +121,16 @@ def vendored_files(root: Path) -> list[str]:
     """
     found: list[str] = []
     for upstream in vendors(root):
-        vendor = root / upstream.dir
-        if not vendor.is_dir():
-            raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
-        found += local_paths(vendor)
+        require_copy(root, upstream)
+        found += local_paths(root / upstream.dir)
     return found
+
+
+def require_copy(root: Path, upstream: Vendor) -> None:
+    """One error with the fix when an upstream's vendored copy is not there."""
+    vendor = root / upstream.dir
+    if not vendor.is_dir():
+        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
 
 
 def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
