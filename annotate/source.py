@@ -1,4 +1,4 @@
-"""The one model of a Python file's statements (tree-sitter): symbols, statements, targets, find().
+"""The one model of a Python file's statements (tree-sitter): symbols, statements, bound names, find().
 
 Notes and prose references are anchored by *symbol* (qualified name such as
 ``RMSNorm.add_rms_forward``) and *statement* (its text with white space normalised), never by
@@ -92,21 +92,17 @@ class Symbol:
 
 @dataclass(frozen=True)
 class Statement:
-    """One statement (or compound-statement header) with its normalised text and targets.
+    """One statement (or compound-statement header) with its normalised text and what it binds.
 
-    ``targets`` and ``mutated`` are what a reader sees assigned or changed (``self.x``, ``x[i]``,
-    any in-place call inside); ``bound_names`` is narrower, the *local variables* a frame holds
-    after the statement: plain names bound by ``=``/``+=``/``:``, ``for`` and ``with … as`` (every
-    target of ``a = b = …``), and ``x`` for a bare ``x.op_(…)`` (torch's in-place rule), which is
-    what the trace recorder looks up."""
+    ``bound_names`` are the *local variables* a frame holds after the statement: plain names bound
+    by ``=``/``+=``/``:``, ``for`` and ``with … as`` (every target of ``a = b = …``), and ``x`` for a
+    bare ``x.op_(…)`` (torch's in-place rule); the trace recorder looks them up."""
 
     start_line: int
     end_line: int
     text: str
     kind: str
     symbol: str | None  # innermost enclosing symbol's qualname; None at module level
-    targets: tuple[str, ...] = ()  # names bound by `=`, `+=`, `for`, `with … as`
-    mutated: tuple[str, ...] = ()  # names changed in place by a trailing-underscore method call
     bound_names: tuple[str, ...] = ()  # local names bound (or changed in place by a bare `x.op_(…)`)
     loop_targets: tuple[str, ...] = ()  # local names bound by the enclosing `for` headers of its function
     method: tuple[str, str] | None = None  # ("q", "view"): the statement's (header's) only call, see _sole_method
@@ -261,7 +257,7 @@ class _Walker:
         self.model.definitions.append(symbol)
         body = node.child_by_field_name("body")
         header_end = body.start_byte if body is not None else node.end_byte
-        self.add_statement(node, header_end, [*scope, name], loops, header=True)
+        self.add_statement(node, header_end, [*scope, name], loops)
         if body is not None:   # a new frame: the loops around the definition are not its own
             self.visit_block(body, [*scope, name], in_class=is_class, loops=())
 
@@ -270,7 +266,7 @@ class _Walker:
         blocks = [c for c in node.named_children if c.type == "block"]
         first_block = body or (blocks[0] if blocks else None)
         header_end = first_block.start_byte if first_block is not None else node.end_byte
-        self.add_statement(node, header_end, scope, loops, header=True)
+        self.add_statement(node, header_end, scope, loops)
         if node.type == "for_statement":   # its body (and `else:`) run with the loop's names bound
             loops = loops + tuple(_plain_names(node.child_by_field_name("left"), self.text))
         for child in node.named_children:
@@ -279,8 +275,7 @@ class _Walker:
             elif child.type in _COMPOUND:
                 self.visit_compound(child, scope, in_class, loops)
 
-    def add_statement(self, node: Node, end_byte: int, scope: list[str], loops: tuple[str, ...],
-                      header: bool = False) -> None:
+    def add_statement(self, node: Node, end_byte: int, scope: list[str], loops: tuple[str, ...]) -> None:
         raw = self.source[node.start_byte : end_byte].decode("utf-8")
         text = normalise(_strip_comments(raw, node, self.source, end_byte))
         end_line = self.source[:end_byte].rstrip().count(b"\n") + 1
@@ -291,8 +286,6 @@ class _Walker:
                 text=text,
                 kind=node.type,
                 symbol=".".join(scope) or None,
-                targets=() if node.type in _DEFINITIONS else tuple(_targets(node, self.text)),
-                mutated=() if header else tuple(_mutated(node, self.text)),
                 bound_names=tuple(_bound_names(node, end_byte, self.text)),
                 loop_targets=loops,
                 method=_sole_method(node, end_byte, self.text),
@@ -315,50 +308,6 @@ def _strip_comments(raw: str, node: Node, source: bytes, end_byte: int) -> str:
     for start, end in sorted(cuts, reverse=True):
         data = data[:start] + b" " + data[end:]
     return data.decode("utf-8")
-
-
-def _targets(node: Node, text) -> list[str]:
-    """Names a statement binds: assignment left sides (tuples unpacked), for/with targets."""
-    if node.type == "expression_statement" and node.named_children:
-        node = node.named_children[0]
-    if node.type in _ASSIGNMENTS:
-        return _names(node.child_by_field_name("left"), text)
-    if node.type == "for_statement":
-        return _names(node.child_by_field_name("left"), text)
-    if node.type == "with_statement":
-        found = []
-        for alias in _descendants(node, "as_pattern_target"):
-            found.extend(_names(alias, text))
-        return found
-    return []
-
-
-def _names(node: Node | None, text) -> list[str]:
-    if node is None:
-        return []
-    if node.type in ("identifier", "attribute", "subscript"):
-        return [text(node)]
-    if node.type == "as_pattern_target":
-        return [n for c in node.named_children for n in _names(c, text)]
-    found: list[str] = []
-    for child in node.named_children:
-        found.extend(_names(child, text))
-    return found
-
-
-def _mutated(node: Node, text) -> list[str]:
-    """Receivers of in-place tensor methods (``x.mul_(…)``, ``x.float().add_(…)``'s root is not)."""
-    found = []
-    for call in _descendants(node, "call"):
-        func = call.child_by_field_name("function")
-        if func is None or func.type != "attribute":
-            continue
-        method = func.child_by_field_name("attribute")
-        receiver = func.child_by_field_name("object")
-        if method is not None and text(method).endswith("_") and not text(method).startswith("_"):
-            if receiver is not None and receiver.type == "identifier":
-                found.append(text(receiver))
-    return list(dict.fromkeys(found))
 
 
 def _descendants(node: Node, kind: str) -> list[Node]:
