@@ -117,8 +117,9 @@ def test_recording_without_tree_sitter_is_one_clear_line(tmp_path: Path) -> None
     out = tmp_path / "trace"
     code = BLOCK_TREE_SITTER + "from annotate.cli import main\nraise SystemExit(main(sys.argv[1:]))\n"
     proc = _run([sys.executable, "-c", code, "--root", str(ROOT), "trace", "--preset", "tiny", "--layers", "1",
-                 "--tokens", "3", "--out", str(out), "--quiet"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                 "--tokens", "3", "--out", str(out)], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("annotate: error:")]
+    assert "building the vendored model" not in proc.stdout + proc.stderr   # refused before the slow part
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
     assert errors[0].startswith("annotate: error: tracing needs tree-sitter") and "blocked: tree_sitter" in errors[0]
     assert "make install" in errors[0] and "scripts/gpu-check.sh" in errors[0]

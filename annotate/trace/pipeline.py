@@ -20,7 +20,7 @@ from annotate import guard, interrupts
 from annotate.errors import UserError
 from annotate.progress import Progress
 from annotate.project import Project
-from annotate.trace import assemble, internals, kernels, provenance, runtime, store
+from annotate.trace import assemble, internals, kernels, provenance, runtime, sourcemap, store
 from annotate.trace.options import PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens
 from annotate.trace.recorder import Recorder
 from annotate.trace.hf_lines import summary as hf_summary
@@ -116,6 +116,7 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
                 raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
         store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()), root)
         internals.require()
+        sourcemap.require_parser()   # the recorder maps lines to statements with tree-sitter
         return _run_locked(req, opts, out, key, facts, progress)
 
 

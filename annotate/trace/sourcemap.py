@@ -102,17 +102,27 @@ def _effects(code: CodeType, lines: dict[int, Statement]) -> dict[int, TracedSta
 _MODELS: dict[tuple[str, str], source.SourceFile] = {}
 
 
+def _parse(text: str, rel: str) -> source.SourceFile:
+    """The one model of a file; a missing tree-sitter is one line naming the fix."""
+    try:
+        return source.parse(text, rel)
+    except ImportError as exc:
+        raise UserError(f"tracing needs tree-sitter to map the traced lines to their statements ({exc}); "
+                        "install the project (`make install`) or, on the GPU image, the carried wheels "
+                        "(scripts/gpu-check.sh does)") from None
+
+
+def require_parser() -> None:
+    """Refuse a trace before the model is built and compiled (seconds) when tree-sitter is missing."""
+    _parse("pass\n", "<check>")
+
+
 def _model(path: Path, rel: str) -> source.SourceFile:
     """The parsed model of `path`, once per path and content (traced functions share files)."""
     data = path.read_bytes()
     key = (str(path), hashlib.sha256(data).hexdigest())
     if key not in _MODELS:
-        try:
-            _MODELS[key] = source.parse(data.decode("utf-8"), rel)
-        except ImportError as exc:
-            raise UserError(f"tracing needs tree-sitter to map the traced lines to their statements ({exc}); "
-                            "install the project (`make install`) or, on the GPU image, the carried wheels "
-                            "(scripts/gpu-check.sh does)") from None
+        _MODELS[key] = _parse(data.decode("utf-8"), rel)
     return _MODELS[key]
 
 
