@@ -22,10 +22,14 @@ import html
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.project import DOCS_FOLDER, Project, project_if_any
+
+if TYPE_CHECKING:   # lesson/ imports this module's errors: the table is imported where it is used
+    from annotate.lesson.table import Table
 
 _PLACEHOLDER = re.compile(r"\{\{=(?P<body>.*?)\}\}")
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?P<index>(?:\[\d+\])*)$")
@@ -124,11 +128,13 @@ def _value(ph: Placeholder, table: object) -> str:
 
 # ---------------------------------------------------------------- the API the plugin calls
 
-def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder: str = DOCS_FOLDER) -> str:
+def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder: str = DOCS_FOLDER,
+           table: Callable[[], Table] | None = None) -> str:
     """Replace every ``{{= claim }}`` on ``page`` by its computed value.
 
     ``page`` is the docs-relative path (MkDocs' ``page.file.src_uri``), ``root`` the project root,
-    ``folder`` the docs folder as messages name it (``Project.docs_label``).
+    ``folder`` the docs folder as messages name it (``Project.docs_label``), ``table`` the build's
+    claims (a build loads them once, see ``Snapshot.claims``; default: loaded from ``root``).
     Strict: the first problem raises ClaimError (a UserError), one line naming page:line and claim.
     Not strict: a problem renders as a visible marker whose tooltip says what is wrong.
     """
@@ -139,11 +145,11 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder:
         return markdown
     from annotate.lesson.table import load_table
 
-    table = load_table(root)
+    claims = table() if table is not None else load_table(root)
     lines = markdown.split("\n")
     for ph in found:
         try:
-            text = _value(ph, table)
+            text = _value(ph, claims)
         except ClaimError as exc:
             if strict:
                 raise

@@ -124,7 +124,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         # recorded values cited in prose ({{value …}}), then numbers computed from the vendored code ({{= …}})
         markdown = _plugin_error(lambda: lesson_values.expand(markdown, uri, facts.sources, facts.traces))
         return _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
-                                                         folder=self.project.docs_label))
+                                                   folder=self.project.docs_label, table=lambda: facts.claims))
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
         """Sanitise hand-written pages (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
@@ -132,7 +132,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             html_text = safe_html.clean(html_text)
         lean = lean_math(self.katex.render)   # no hidden MathML copy: search indexes each formula once, as text
         html_text = _plugin_error(lambda: render_page_math(html_text, lean, f"{self.project.docs_label}/{page.file.src_uri}"))
-        return _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict))
+        return _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict,
+                                                     table=lambda: self.facts.claims, folder=self.project.docs_label))
 
     def on_post_template(self, output_content: str, template_name: str, config: MkDocsConfig) -> str:
         """404.html: relative links, so it is styled when opened from disk too (annotate.render.offline)."""

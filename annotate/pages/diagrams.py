@@ -17,10 +17,15 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from annotate.claims import ClaimError
-from annotate.lesson.diagrams import Block, Cell, Counterexample, Diagram, all_diagrams, n
+from annotate.lesson.diagrams import PAGE, Block, Cell, Counterexample, Diagram, all_diagrams, n
+from annotate.project import DOCS_FOLDER
 from annotate.pages.tracefmt import esc
+
+if TYPE_CHECKING:
+    from annotate.lesson.table import Table
 
 _MARKER = re.compile(r"<p>\{\{diagram ([a-z0-9_]+)\}\}</p>")
 
@@ -97,15 +102,19 @@ def broken_html(key: str, problem: str) -> str:
             f'⚠ 图解 {esc(key)} 无法生成 · diagram {esc(key)} cannot be drawn</p>')
 
 
-def expand(page_html: str, root: Path, *, strict: bool = True) -> str:
-    """Replace every ``<p>{{diagram NAME}}</p>`` by its diagram (ClaimError in strict mode on any problem)."""
+def expand(page_html: str, root: Path, *, strict: bool = True, table: Callable[[], Table] | None = None,
+           folder: str = DOCS_FOLDER) -> str:
+    """Replace every ``<p>{{diagram NAME}}</p>`` by its diagram (ClaimError in strict mode on any problem).
+
+    ``table`` gives the build's claims (loaded once per build, ``Snapshot.claims``; default: from
+    ``root``); ``folder`` names the docs folder in messages (``Project.docs_label``)."""
     if "{{diagram " not in page_html:
         return page_html
     from annotate.lesson.table import load_table
 
-    table = load_table(root)
+    claims = table() if table is not None else load_table(root)
     try:
-        diagrams = all_diagrams(table)
+        diagrams = all_diagrams(claims)
     except ClaimError as exc:
         if strict:
             raise
@@ -115,7 +124,7 @@ def expand(page_html: str, root: Path, *, strict: bool = True) -> str:
     def one(m: re.Match) -> str:
         key = m.group(1)
         if key not in diagrams:
-            problem = f"docs/diagrams.md: unknown diagram {key!r}; known: {', '.join(diagrams)}"
+            problem = f"{folder}/{PAGE}: unknown diagram {key!r}; known: {', '.join(diagrams)}"
             if strict:
                 raise ClaimError(problem)
             return broken_html(key, problem)

@@ -13,10 +13,11 @@ loader (:mod:`annotate.pages.trace_set`), and below the page renderers.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from annotate import references
 from annotate.anchors import Anchor, Resolution, resolve
@@ -34,6 +35,9 @@ from annotate.vendoring.lock import Lock, sha256_bytes
 from annotate.vendoring.registry import NANO_VLLM, Registry, Vendor
 from annotate.vendoring.status import status_of
 from annotate.vendoring.sync import require_copy, verify_vendored, walk_vendor
+
+if TYPE_CHECKING:
+    from annotate.lesson.table import Table
 
 Span = tuple[int, int]
 _FIX = "run `annotate vendor sync` to restore it"
@@ -77,6 +81,14 @@ class Snapshot:
     trace_review: TraceReview                      # fatal problems, warnings, notices about the traces
     recovered: tuple[str, ...]                     # what was put back from an interrupted trace swap
     ranges: Mapping[str, frozenset[Span]]          # path -> multi-line spans other pages link to
+
+    @functools.cached_property
+    def claims(self) -> Table:
+        """The lesson's computed claims, loaded once per build on first use (only pages with ``{{= …}}``
+        or ``{{diagram …}}`` need them; a cache miss runs the computation, see annotate.lesson.cache)."""
+        from annotate.lesson.table import load_table
+
+        return load_table(self.root)
 
     def source(self, path: str) -> SourceFile | None:
         """The parsed vendored Python file ``path`` (None when there is none)."""
