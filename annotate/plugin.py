@@ -122,7 +122,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         uri, facts = page.file.src_uri, self.facts
         markdown = references.expand(markdown, uri, facts.references.get(uri, ()), facts.files)
         # recorded values cited in prose ({{value …}}), then numbers computed from the vendored code ({{= …}})
-        markdown = _plugin_error(lambda: lesson_values.expand(markdown, uri, facts.sources, facts.traces))
+        markdown = _plugin_error(lambda: lesson_values.expand(markdown, uri, facts.sources, facts.traces,
+                                                                     self.project.docs_label))
         return _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
                                                    folder=self.project.docs_label, table=lambda: facts.claims))
 
@@ -133,7 +134,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         lean = lean_math(self.katex.render)   # no hidden MathML copy: search indexes each formula once, as text
         html_text = _plugin_error(lambda: render_page_math(html_text, lean, f"{self.project.docs_label}/{page.file.src_uri}"))
         return _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict,
-                                                     table=lambda: self.facts.claims, folder=self.project.docs_label))
+                                                     table=lambda: self.facts.claims, folder=self.project.docs_label,
+                                                     page=page.file.src_uri))
 
     def on_post_template(self, output_content: str, template_name: str, config: MkDocsConfig) -> str:
         """404.html: relative links, so it is styled when opened from disk too (annotate.render.offline)."""

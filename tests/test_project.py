@@ -158,3 +158,18 @@ def test_check_and_build_agree_on_a_clean_pages_project(project: Path, capsys: p
     assert main(["--root", str(root), "build"]) == 0
     assert (root / "site" / "lesson.html").is_file()  # mkdocs.yml's site_dir, the default output
     assert checked and all((root / page).is_file() for page in checked)
+
+
+@pytest.mark.parametrize("line, needle", [
+    ("{{value layernorm.py › RMSNorm.forward › return 42 › x › 0}}", "pages/extra.md:3:"),
+    ("{{diagram nope}}", "pages/extra.md: unknown diagram 'nope'"),
+])
+def test_build_messages_name_the_configured_docs_dir(project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     line: str, needle: str) -> None:
+    """Recorded values ({{value …}}) and diagrams fail the build naming the page under pages/, not docs/."""
+    root = _pages_project(project)
+    (root / "pages/extra.md").write_text(f"# Extra\n\n{line}\n", encoding="utf-8")
+    assert main(["--root", str(root), "build", "--site-dir", str(tmp_path / "site")]) == 2
+    errors = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("annotate: error:")]
+    assert len(errors) == 1 and needle in errors[0] and "docs/" not in errors[0], errors
+    assert not (tmp_path / "site").exists()

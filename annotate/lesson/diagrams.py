@@ -99,7 +99,7 @@ class Claims:
 
     def __call__(self, name: str) -> Any:
         claim = self.table.claims.get(name)
-        where = f"docs/{PAGE}: diagram {self.diagram}"
+        where = f"diagram {self.diagram}"
         if claim is None:
             why = self.table.failure(name)
             detail = f"could not be computed from the vendored code ({why})" if why else "is unknown"
@@ -123,7 +123,7 @@ def term(value: float) -> str:
 def agree(diagram: str, what: str, shown: float, vendored: float, tol: float = ARITHMETIC_TOL) -> None:
     """The arithmetic shown must land on the vendored value (else the build stops)."""
     if not math.isclose(shown, vendored, rel_tol=tol, abs_tol=tol):
-        raise ClaimError(f"docs/{PAGE}: diagram {diagram}: {what}: the arithmetic shown gives {shown:.6g}, "
+        raise ClaimError(f"diagram {diagram}: {what}: the arithmetic shown gives {shown:.6g}, "
                          f"the vendored code gave {vendored:.6g}; the vendored code changed — update the diagram")
 
 
@@ -388,9 +388,18 @@ BUILDERS = {"swiglu": swiglu, "rmsnorm": rmsnorm_example, "traced": traced_norm}
 DIAGRAM_LINE = re.compile(r"^\{\{diagram ([a-z0-9_]+)\}\}\s*$", re.M)
 
 
-def all_diagrams(table: Any) -> dict[str, Diagram]:
-    """Every diagram of the page by key (each raising ClaimError when its numbers no longer hold)."""
-    return {key: build(table) for key, build in BUILDERS.items()}
+def all_diagrams(table: Any, folder: str = DOCS_FOLDER) -> dict[str, Diagram]:
+    """Every diagram of the page by key (each raising ClaimError when its numbers no longer hold);
+    ``folder`` names the docs folder in messages (Project.docs_label)."""
+    return {key: drawn(key, table, f"{folder}/{PAGE}") for key in BUILDERS}
+
+
+def drawn(key: str, table: Any, where: str) -> Diagram:
+    """One diagram; a number that no longer holds is one ClaimError line starting with ``where`` (the page)."""
+    try:
+        return BUILDERS[key](table)
+    except ClaimError as exc:
+        raise ClaimError(f"{where}: {exc}") from None
 
 
 def page_problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER) -> list[str]:
@@ -407,7 +416,7 @@ def page_problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDE
             out.append(f"{folder}/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")
             continue
         try:
-            BUILDERS[key](table)
+            drawn(key, table, f"{folder}/{page}")
         except ClaimError as exc:
             out.append(str(exc))
     return out

@@ -103,18 +103,18 @@ def broken_html(key: str, problem: str) -> str:
 
 
 def expand(page_html: str, root: Path, *, strict: bool = True, table: Callable[[], Table] | None = None,
-           folder: str = DOCS_FOLDER) -> str:
+           folder: str = DOCS_FOLDER, page: str = PAGE) -> str:
     """Replace every ``<p>{{diagram NAME}}</p>`` by its diagram (ClaimError in strict mode on any problem).
 
     ``table`` gives the build's claims (loaded once per build, ``Snapshot.claims``; default: from
-    ``root``); ``folder`` names the docs folder in messages (``Project.docs_label``)."""
+    ``root``); messages name the page as ``folder/page`` (``Project.docs_label``, the page's src uri)."""
     if "{{diagram " not in page_html:
         return page_html
     from annotate.lesson.table import load_table
 
     claims = table() if table is not None else load_table(root)
     try:
-        diagrams = all_diagrams(claims)
+        diagrams = all_diagrams(claims, folder)
     except ClaimError as exc:
         if strict:
             raise
@@ -124,7 +124,7 @@ def expand(page_html: str, root: Path, *, strict: bool = True, table: Callable[[
     def one(m: re.Match) -> str:
         key = m.group(1)
         if key not in diagrams:
-            problem = f"{folder}/{PAGE}: unknown diagram {key!r}; known: {', '.join(diagrams)}"
+            problem = f"{folder}/{page}: unknown diagram {key!r}; known: {', '.join(diagrams)}"
             if strict:
                 raise ClaimError(problem)
             return broken_html(key, problem)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+from annotate.project import DOCS_FOLDER
 from annotate.errors import UserError
 from annotate.pages.trace_set import TraceSet
 from annotate.references import find_file
@@ -68,14 +69,16 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
             f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_words}</a>）</span>')
 
 
-def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None) -> str:
+def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None,
+           folder: str = DOCS_FOLDER) -> str:
     """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link;
-    ``sources`` are the build's parsed vendored files (:attr:`annotate.pages.snapshot.Snapshot.sources`)."""
+    ``sources`` are the build's parsed vendored files (:attr:`annotate.pages.snapshot.Snapshot.sources`),
+    ``folder`` the docs folder as messages name it (``Project.docs_label``)."""
     if "{{value" not in markdown:
         return markdown
     lines = markdown.split("\n")
     for i, text in enumerate(lines):
-        where = f"docs/{page}:{i + 1}"
+        where = f"{folder}/{page}:{i + 1}"
         def one(m: re.Match[str], where: str = where) -> str:
             return render(m.group("body"), page, sources, traces, where)
         lines[i] = PLACEHOLDER.sub(one, text)

@@ -259,14 +259,14 @@ def _lines_links(flag: dict, href: Href) -> str:
 
 def _section_vllm(root: Path, traces: TraceSet, href: Href) -> str:
     """Which sum each path normalises, with vLLM's native op run on a trace's recorded add_rms_forward inputs."""
-    from annotate.trace.vllm_native import OPS_FILE, compare_trace
+    from annotate.trace.vllm_native import OPS_FILE, VENDOR, compare_trace
 
     head = ("### 三条路径各归一化哪个和 — which sum each path normalises\n\n"
             '<div class="an-table"><table><thead><tr><th>路径 path</th><th>归一化的和 normalises</th>'
             "<th>依据 evidence</th></tr></thead><tbody>")
     view = next((v for v in traces.views if not v.pin_moved and v.trace.meta.get("tensors_saved")
                  and v.dtype in ("bfloat16", "float16")), None)
-    rows = compare_trace(root, view.trace) if view is not None and (root / "vendor/vllm" / OPS_FILE).is_file() else []
+    rows = compare_trace(root, view.trace) if view is not None and (root / VENDOR / OPS_FILE).is_file() else []
     same = sum(r.residual.n_diff == 0 and r.normalised.n_diff == 0 for r in rows)
     hf_diff = max((r.hf_normalised.max_ulps for r in rows), default=0)
     op = f'<a href="{esc(href(OPS_FILE, 1))}">ir/ops/layernorm.py</a>'

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from annotate.project import Project
 from annotate.trace.store import Trace, find_traces, load_trace
 from annotate.trace.validate import non_finite
 from annotate.vendoring.lock import VENDOR_DIR
@@ -39,6 +40,11 @@ class TraceView:
     stale: list[str] = field(default_factory=list)   # recorded files that changed: their values are withheld
     changed: list[str] = field(default_factory=list)  # every vendored file that changed since the trace
     pin_moved: bool = False                          # made at another upstream commit: all files stale
+
+    @property
+    def where(self) -> str:
+        """The trace's folder as messages name it (``traces/cpu``)."""
+        return f"{Project.TRACES_DIR}/{self.key}"
 
     @property
     def device(self) -> str:
@@ -106,7 +112,7 @@ class TraceView:
             return None
         gone = sorted(fp.gone)
         lines = ", ".join(f"L{n}" for n in gone[:8]) + (" …" if len(gone) > 8 else "")
-        return (f"traces/{self.key}（{self.label}）记录于 {self.pin[:10]}，已按行映射放到今天的行上"
+        return (f"{self.where}（{self.label}）记录于 {self.pin[:10]}，已按行映射放到今天的行上"
                 + (f"；记录时的 {lines} 今天已不存在，其值不显示" if gone else "")
                 + f" — recorded at {self.pin[:10]} and placed on today's lines through the line map"
                 + (f"; recorded {lines} no longer exist, their values are not shown" if gone else ""))
@@ -118,9 +124,9 @@ class TraceView:
         if self.placed:
             gone = self.gone()
             lost = "; ".join(f"{f}: line(s) {', '.join(map(str, ls[:6]))}" for f, ls in gone.items())
-            again = (f" — rerun `annotate trace --out traces/{self.key} --force` to record it again"
+            again = (f" — rerun `annotate trace --out {self.where} --force` to record it again"
                      if self.rerecordable else " — a device trace: it cannot be recorded again here")
-            return (f"traces/{self.key}: recorded at {self.pin[:12]} ({self.device}), placed on today's lines "
+            return (f"{self.where}: recorded at {self.pin[:12]} ({self.device}), placed on today's lines "
                     f"through the line map" + (f"; gone, shown as recorded at {self.pin[:12]}: {lost}" if gone else "")
                     + again)
         files = self.changed
@@ -128,8 +134,8 @@ class TraceView:
                 else f"made from other bytes of {', '.join(files[:4])}{' …' if len(files) > 4 else ''}")
         withheld = "all its values are withheld" if self.pin_moved else (
             f"values withheld from {len(self.stale)} page(s)" if self.stale else "its numbers may be out of date")
-        return (f"traces/{self.key}: {what}; {withheld} — rerun "
-                f"`annotate trace --out traces/{self.key} --force` (or delete it)")
+        return (f"{self.where}: {what}; {withheld} — rerun "
+                f"`annotate trace --out {self.where} --force` (or delete it)")
 
 
 @dataclass
