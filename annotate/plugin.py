@@ -1,7 +1,9 @@
 """MkDocs plugin ``annotate``: thin glue between MkDocs' hooks and the rooms that do the work.
 
 One frozen :class:`annotate.pages.snapshot.Snapshot` (the build's facts: vendored files, notes,
-references, traces, the map) is made in ``on_files`` and is the only state kept between hooks.
+references, traces, the map, the lesson's claims) is made in ``on_files`` and is the only state kept
+between hooks; ``on_config`` reads the configuration once (the project layout, :class:`annotate.project.Project`,
+from MkDocs' own config; strict; the KaTeX renderer).
 Policy lives in the rooms: the traces' (:func:`annotate.pages.trace_set.review_traces`), broken
 references' (:func:`annotate.references.broken`), the page math (:func:`annotate.docs_math.render_page_math`).
 Hooks:
@@ -18,7 +20,7 @@ Hooks:
   KaTeX at build time, and draw the element-level diagrams (``{{diagram NAME}}``, :mod:`annotate.pages.diagrams`).
 - ``on_post_template`` / ``on_post_build``: 404.html with relative links, no source maps
   (:mod:`annotate.render.offline`).
-- ``on_serve``: also watch ``vendor/``, ``notes/`` and ``traces/``.
+- ``on_serve``: also watch ``vendor/``, ``notes/``, ``traces/`` and ``map/`` (``Project.watched``).
 """
 from __future__ import annotations
 
