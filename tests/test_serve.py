@@ -1,6 +1,8 @@
 """`annotate serve`: editing a note while the server runs updates the page (a real server, a real edit)."""
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -37,12 +39,15 @@ def wait_for(predicate, seconds: float) -> bool:
     return False
 
 
-def test_editing_a_note_while_serving_updates_the_page(project: Path) -> None:
+def test_editing_a_note_while_serving_updates_the_page(project: Path, tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/{PAGE}"
+    temp = tmp_path / "temp"   # where MkDocs' serve puts its site (a mkdtemp), so this test can see it go
+    temp.mkdir()
     server = subprocess.Popen([sys.executable, "-m", "annotate", "--root", str(project), "serve",
                                "--dev-addr", f"127.0.0.1:{port}"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, TMPDIR=str(temp)))
     try:
         assert wait_for(lambda: fetch(url) is not None, 90), "the server did not come up"
         marker = "SERVE-TEST-MARKER-7d3f"
@@ -53,9 +58,11 @@ def test_editing_a_note_while_serving_updates_the_page(project: Path) -> None:
         assert anchor in text
         notes.write_text(text.replace(anchor, f"{marker} {anchor}", 1), encoding="utf-8")
         assert wait_for(lambda: marker in (fetch(url) or ""), 60), "the page did not pick up the edited note"
+        assert [p.name for p in temp.iterdir() if p.name.startswith("mkdocs_")], "serve built no temp site"
     finally:
-        server.terminate()
+        server.send_signal(signal.SIGINT)   # Ctrl-C, as a reader stops it
         try:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             server.kill()
+    assert not [p for p in temp.iterdir() if p.name.startswith("mkdocs_")], "serve left its temp site behind"
