@@ -299,15 +299,17 @@ def all_anchors(root: Path) -> list[Anchor]:
             + framework_map.map_anchors(root))
 
 
-def check(root: Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
-    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math."""
+def check(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
+    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math.
+    ``project`` may be its root (its mkdocs.yml is then read to find the pages)."""
     from annotate import framework_map, references
 
+    root = project.root if isinstance(project, Project) else project
     files = load_all(root)
     if math_check is not None:
         vet_math(files, math_check)
     sources = Sources(root)
-    anchors = note_anchors(files) + [r.anchor for r in references.scan_references(root)] + framework_map.map_anchors(root)
+    anchors = note_anchors(files) + [r.anchor for r in references.scan_references(project)] + framework_map.map_anchors(root)
     return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in anchors))
 
 

@@ -45,7 +45,7 @@ def run_check(args: argparse.Namespace) -> int:
     project = Project.load(args.root)  # the build's docs_dir and page list, from mkdocs.yml
     verify_all(project.root)  # the strict build's vendor verdict (every upstream), first
     math_check = None if args.no_math else shared(project.root).check
-    report = notes.check(project.root, math_check=math_check)
+    report = notes.check(project, math_check=math_check)
     print(report.render())
     if math_check is not None:  # the pages' formulas too, as the strict build renders them
         from annotate.docs_math import check_docs
