@@ -20,7 +20,7 @@ from annotate.pages.snapshot import Snapshot, build_snapshot
 from annotate.pages.trace_set import TraceReview
 from annotate.vendoring import linemap
 
-from values_fixtures import mini_set
+from values_fixtures import mini_dir, mini_set
 
 pytest_plugins = ["site_fixtures"]
 REPO = Path(__file__).resolve().parents[1]
@@ -83,7 +83,9 @@ def test_it_is_frozen(facts: Snapshot) -> None:
 def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_once(project: Path, strict: bool) -> None:
     """The counts of issue 15 (before: a source page read its file 3 times and diffed it twice; one build
     walked each vendor folder 8-9 times and parsed a referenced file up to 5 times). A strict build checks
-    the very bytes it publishes against the locks: no second walk or read."""
+    the very bytes it publishes against the locks: no second walk or read. A recorded trace is placed
+    on the bytes the snapshot read (no re-read of the files it recorded)."""
+    shutil.copytree(mini_dir("bf16"), project / "traces" / "cpu")
     vendor = (project / "vendor").resolve()
     reads: Counter[str] = Counter()
     walks: Counter[str] = Counter()
@@ -123,6 +125,7 @@ def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_o
             references.expand(markdown, uri, facts.references.get(uri, ()), facts.files)
     files = list(facts.files)
     assert len(files) > 20 and len(site.pages) == len(facts.page_paths()) + 1
+    assert [v.key for v in facts.traces.views] == ["cpu"] and facts.traces.views[0].trace.placement is not None
     assert {f: reads[f] for f in files} == {f: 1 for f in files}
     # tree-sitter parsed exactly the Python files' bytes, each once (whoever asked)
     assert Counter(parsed) == Counter(f.data for f in facts.files.values() if f.source is not None)

@@ -131,7 +131,9 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
                     for a in cell.anchors}
     recovered = tuple(recover_outputs(root, root / Project.TRACES_DIR))   # a trace an interrupted swap moved aside
     primary = registry.lock(registry.all[0])
-    traces = load_traces(root, primary.upstream.commit if primary else None, here=_primary_hashes(files))
+    today = {p: f.data for p, f in files.items() if f.owner == NANO_VLLM.name}   # what traces are placed on
+    traces = load_traces(root, primary.upstream.commit if primary else None,
+                         here={p: sha256_bytes(d) for p, d in today.items()}, today=today)
     spans = [res for page in refs.values() for _, res in page] + list(map_resolved.values())
     return Snapshot(root=root, files=MappingProxyType(files),
                     pins=tuple((v.name, registry.lock(v)) for v in registry.all), notes=notes,
@@ -171,11 +173,6 @@ def _place_notes(notes: Sequence[NotesFile], sources: Mapping[str, SourceFile]
         else:
             problems.append(CheckEntry(resolution).line())
     return {p: tuple(n) for p, n in placed.items()}, tuple(problems)
-
-
-def _primary_hashes(files: Mapping[str, FileFacts]) -> dict[str, str]:
-    """sha256 of every file of the primary upstream's folder (what a trace says it was made from)."""
-    return {p: sha256_bytes(f.data) for p, f in files.items() if f.owner == NANO_VLLM.name}
 
 
 def _resolve_references(pages: Mapping[str, str], vendored: list[str], sources: Mapping[str, SourceFile],

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from annotate.project import Project
 from annotate.trace.store import Trace, find_traces, load_trace
@@ -207,15 +208,17 @@ def _order(view: TraceView) -> tuple:
     return (view.key != DEFAULT_KEY, view.device != "cpu", view.dtype != "bfloat16", view.key)
 
 
-def load_traces(root: Path, upstream_commit: str | None, here: dict[str, str] | None = None) -> TraceSet:
+def load_traces(root: Path, upstream_commit: str | None, here: dict[str, str] | None = None,
+                today: Mapping[str, bytes] | None = None) -> TraceSet:
     """Load every trace under `<root>/traces`; a bad trace file raises its one-line UserError.
 
-    ``here`` is the sha256 of every file of ``vendor/nano-vllm`` when the caller has them (the build's
-    snapshot does); otherwise the folder is hashed once for all traces."""
+    ``here`` is the sha256 of every file of ``vendor/nano-vllm`` and ``today`` their bytes, when the
+    caller has them (the build's snapshot does); otherwise the folder is hashed once for all traces,
+    and each trace reads the files it places its records on."""
     views = []
     here = local_hashes(root / VENDOR_DIR) if here is None else here
     for folder in find_traces(root):
-        trace = load_trace(folder, root)
+        trace = load_trace(folder, root, today)
         traced_commit = (trace.vendor.get("upstream") or {}).get("commit")
         moved = bool(upstream_commit and traced_commit and traced_commit != upstream_commit)
         changed = trace.vendor_mismatch(root, here)

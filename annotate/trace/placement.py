@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from annotate.vendoring.linemap import match_lines
 from annotate.vendoring.lock import VENDOR_DIR, line_hashes, sha256_bytes
@@ -83,21 +83,26 @@ def find_source_root(start: Path) -> Path | None:
     return None
 
 
-def plan(vendor: dict, files: Iterable[str], root: Path | None, then_hashes: dict[str, str]) -> Placement:
+def plan(vendor: dict, files: Iterable[str], root: Path | None, then_hashes: dict[str, str],
+         today: Mapping[str, bytes] | None = None) -> Placement:
     """A Placement of `files` (as recorded) onto `<root>/vendor/nano-vllm` today.
 
     `vendor` is the trace's vendor block: `line_hashes` (v2) per file, or only `files` (sha256 per
-    file, v1), in which case an unchanged file maps line for line and a changed one not at all."""
+    file, v1), in which case an unchanged file maps line for line and a changed one not at all.
+    `today` holds today's bytes of the vendored files when the caller has read them already (a
+    build's snapshot): those files are not read again."""
     pin = (vendor.get("upstream") or {}).get("commit")
     recorded_lines: dict = vendor.get("line_hashes") or {}
     out: dict[str, FilePlacement] = {}
     base = root / vendor.get("root", VENDOR_DIR) if root is not None else None
     for name in sorted(set(files)):
         path = base / name if base is not None else None
-        if path is None or not path.is_file():
-            out[name] = FilePlacement(name, [], None)
-            continue
-        data = path.read_bytes()
+        data = today.get(name) if today is not None and path is not None else None
+        if data is None:
+            if path is None or not path.is_file():
+                out[name] = FilePlacement(name, [], None)
+                continue
+            data = path.read_bytes()
         now = line_hashes(data)
         lines = data.decode("utf-8", errors="replace").splitlines()
         if name in recorded_lines:

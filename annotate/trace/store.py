@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from annotate import codec
 from annotate.atomic import swap_dir
@@ -252,12 +252,14 @@ def read_payload(path: Path) -> dict[str, Any]:
     return payload
 
 
-def load_trace(path: Path | str, source_root: Path | str | None = None) -> Trace:
+def load_trace(path: Path | str, source_root: Path | str | None = None,
+               today: Mapping[str, bytes] | None = None) -> Trace:
     """Load and validate a trace directory (or its trace.json), placed on today's vendored lines.
 
     `source_root` is the project whose `vendor/nano-vllm` gives the statements' text and today's line
     numbers (annotate/trace/placement.py); by default the nearest folder above the trace holding one,
-    else the current folder. Without any vendored copy, records keep their recorded lines and no text."""
+    else the current folder. Without any vendored copy, records keep their recorded lines and no text.
+    `today` (path -> bytes of `vendor/nano-vllm`'s files, when the caller read them already) saves re-reading them."""
     path = Path(path)
     payload = read_payload(path)
     try:
@@ -269,19 +271,20 @@ def load_trace(path: Path | str, source_root: Path | str | None = None) -> Trace
     functions, summary = payload.get("functions", []), payload.get("summary", {})
     where = Path(source_root) if source_root is not None else (
         placement.find_source_root(root.resolve()) or placement.find_source_root(Path.cwd()))
-    placed = _place(payload["vendor"], records, functions, summary, where)
+    placed = _place(payload["vendor"], records, functions, summary, where, today)
     return Trace(root, payload["meta"], payload["vendor"], functions, records, payload["math"],
                  payload.get("compiled_checks", []), payload.get("kernels", []), payload.get("flags", []),
                  summary, placed)
 
 
 def _place(vendor: dict[str, Any], records: list[LineRecord], functions: list[dict[str, Any]],
-           summary: dict[str, Any], root: Path | None) -> placement.Placement | None:
+           summary: dict[str, Any], root: Path | None,
+           today: Mapping[str, bytes] | None = None) -> placement.Placement | None:
     """Move records, statements and flow rows to today's lines and fill their text from the vendored files."""
     if root is None:
         return None
     files = {r.file for r in records} | {f["file"] for f in functions}
-    plan = placement.plan(vendor, files, root, vendor.get("files", {}))
+    plan = placement.plan(vendor, files, root, vendor.get("files", {}), today)
     for r in records:
         fp = plan.file(r.file)
         span = fp.span(r.line, r.end_line)
