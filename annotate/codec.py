@@ -88,10 +88,6 @@ def integer(value: Any, at: At, minimum: int | None = None) -> int:
     return value
 
 
-def optional_integer(value: Any, at: At) -> int | None:
-    return None if value is None else integer(value, at)
-
-
 def number(value: Any, at: At, finite: bool = False) -> float:
     """A JSON number (NaN/Infinity allowed unless ``finite``: a trace may record non-finite values)."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):

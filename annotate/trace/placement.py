@@ -67,9 +67,6 @@ class Placement:
     def file(self, name: str) -> FilePlacement:
         return self.files[name]
 
-    def moved_files(self) -> list[str]:
-        return sorted(f for f, p in self.files.items() if p.moved)
-
     def gone(self) -> dict[str, list[int]]:
         """Recorded lines (per file) that exist no more: shown as "recorded at <pin>", on no line."""
         return {f: sorted(p.gone) for f, p in sorted(self.files.items()) if p.gone}

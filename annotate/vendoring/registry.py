@@ -73,9 +73,6 @@ class Registry:
         """The upstream whose lock lists ``path``; a file no lock lists belongs to the primary folder."""
         return self._owner.get(path, NANO_VLLM)
 
-    def lock_of(self, path: str) -> Lock:
-        return self.lock(self.owner(path))
-
     def file(self, path: str) -> Path:
         """Where vendored ``path`` is materialised."""
         return self.root / self.owner(path).dir / path
