@@ -71,3 +71,38 @@ def test_hf_page_has_traced_values_panels(browser, traced_site: Path) -> None:
     assert panel.get_attribute("open") is not None
     assert "x₁⁽0⁾" in panel.inner_text()
     context.close()
+
+
+#: where a rendered line of code may end: after these characters, or at a space
+_BREAKS_JS = """els => els.flatMap(el => {
+  const chars = [];
+  const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+  while (walk.nextNode()) {
+    const node = walk.currentNode;
+    for (let i = 0; i < node.length; i++) {
+      const range = document.createRange();
+      range.setStart(node, i); range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (rect) chars.push([node.data[i], rect.top]);
+    }
+  }
+  const breaks = [];
+  for (let i = 1; i < chars.length; i++)
+    if (chars[i][1] > chars[i - 1][1] + 2) breaks.push(chars[i - 1][0] + chars[i][0] + ' in ' + el.textContent);
+  return breaks;
+})"""
+
+
+def test_map_code_wraps_between_tokens_on_a_phone(browser, built_site: Path, artifacts: Path) -> None:
+    """At phone width the map's narrow cells wrap statements after `.`, `(`, `,` or at a space, never
+    inside an identifier (`embed_tokens(inpu|t_ids)`), as the source pages do."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    tab = context.new_page()
+    tab.goto((built_site / "map.html").as_uri())
+    tab.wait_for_load_state("load")
+    breaks = tab.eval_on_selector_all(".an-map-stmt code", _BREAKS_JS)
+    assert breaks, "no statement wrapped at 390 px: the test would prove nothing"
+    inside = [b for b in breaks if not (b[0] in ".(, " or b[1] == " ")]
+    assert not inside, f"{len(inside)} of {len(breaks)} wraps fall inside a token, e.g. {inside[:3]}"
+    tab.screenshot(path=str(artifacts / "map-phone.png"), full_page=True)
+    context.close()

@@ -7,6 +7,7 @@ closed, which lets a page put notes and values panels between any two lines.
 from __future__ import annotations
 
 import html
+import re
 
 from pygments import lex
 from pygments.lexers import PythonLexer
@@ -34,3 +35,12 @@ def highlight_lines(text: str) -> list[str]:
     count = len(text.splitlines())
     rendered = ["".join(parts) for parts in lines]
     return (rendered + [""] * count)[:count]
+
+
+_WRAP = re.compile(r"(?<=[.(,])(?![^<]*>)")   # after . ( , in text, not inside a tag
+
+
+def wrap_points(code_html: str) -> str:
+    """``code_html`` with a ``<wbr>`` after every `.`, `(` and `,` of its text: where a narrow screen may
+    wrap code (with the CSS's ``overflow-wrap: normal``) instead of inside an identifier."""
+    return _WRAP.sub("<wbr>", code_html)

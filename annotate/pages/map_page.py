@@ -15,6 +15,7 @@ from typing import Any, Sequence
 from annotate.anchors import Anchor, Resolution
 from annotate.framework_map import FRAMEWORKS, MAP_FILE, MapCell, Row, load_map
 from annotate.links import page_url
+from annotate.pages.highlight import wrap_points
 from annotate.pages.hf_values import same_bytes
 from annotate.pages.snapshot import Snapshot
 from annotate.notes import CheckEntry
@@ -198,4 +199,4 @@ def _statement(anchor: Anchor, resolution: Resolution, facts: Snapshot,
     up = (f' <a class="an-upstream" href="{html.escape(permalink)}" title="upstream at the pin">↗</a>'
           if permalink else ' <span class="an-local">(本地独有 local-only)</span>')
     return (f'<div class="an-map-stmt"><a class="an-map-line" href="{html.escape(local)}">{html.escape(where)}</a>'
-            f"{up} <code>{html.escape(text)}</code></div>")
+            f"{up} <code>{wrap_points(html.escape(text))}</code></div>")

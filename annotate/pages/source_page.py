@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
 from annotate.pages.extras import LineExtras
-from annotate.pages.highlight import highlight_lines
+from annotate.pages.highlight import highlight_lines, wrap_points
 from annotate.pages.prose import render_prose
 from annotate.source import SourceFile
 from annotate.vendoring.linemap import format_ranges
@@ -191,12 +191,9 @@ def row(page: PageInput, number: int, line_html: str, marks: tuple[int, ...] = (
             f'<code class="an-code"{style}>{line_html or " "}{mark}</code></div>')
 
 
-_BREAK = re.compile(r"(?<=[.(,])(?![^<]*>)")   # after . ( , in text, not inside a tag
-
-
 def _break_points(line_html: str) -> str:
     """Allow a phone to wrap a long line after `.`, `(` and `,` rather than inside an identifier."""
-    return _BREAK.sub("<wbr>", line_html) if len(line_html) > 40 else line_html
+    return wrap_points(line_html) if len(line_html) > 40 else line_html
 
 
 def _cards_by_slot(page: PageInput) -> dict[tuple[int, str], list[str]]:
