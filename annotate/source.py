@@ -310,11 +310,15 @@ def _strip_comments(raw: str, node: Node, source: bytes, end_byte: int) -> str:
     return data.decode("utf-8")
 
 
-def _descendants(node: Node, kind: str) -> list[Node]:
+def _descendants(node: Node, kind: str, before: int | None = None) -> list[Node]:
+    """The nodes of type ``kind`` below ``node``; with ``before``, only those starting before that byte
+    (a header's: its body is not walked, which would make a file's walk quadratic in its nesting)."""
     found = []
     stack = list(node.children)
     while stack:
         current = stack.pop()
+        if before is not None and current.start_byte >= before:
+            continue
         if current.type == kind:
             found.append(current)
         stack.extend(current.children)
@@ -340,7 +344,7 @@ def _bound_names(node: Node, end_byte: int, text: _Text) -> list[str]:
     if node.type == "for_statement":
         return _plain_names(node.child_by_field_name("left"), text)
     if node.type == "with_statement":
-        aliases = [a for a in _descendants(node, "as_pattern_target") if a.start_byte < end_byte]
+        aliases = _descendants(node, "as_pattern_target", end_byte)
         return [n for a in sorted(aliases, key=lambda a: a.start_byte) for n in _plain_names(a, text)]
     if node.type != "expression_statement" or len(node.named_children) != 1:
         return []
@@ -371,7 +375,7 @@ def _in_place_receiver(call: Node, text: _Text) -> str | None:
 def _sole_method(node: Node, end_byte: int, text: _Text) -> tuple[str, str] | None:
     """(receiver, name) when the statement's (or header's) only call is ``name.method(…)`` with no
     ``*args``, ``**kwargs`` or ``out=`` (what such arguments hold, or where it writes, is unknown)."""
-    calls = [c for c in _descendants(node, "call") if c.start_byte < end_byte]
+    calls = _descendants(node, "call", end_byte)
     if len(calls) != 1:
         return None
     func = calls[0].child_by_field_name("function")
