@@ -14,7 +14,7 @@ from pathlib import Path
 from annotate.cli import main
 from annotate.vendoring import read_lock
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR
-from vendor_helpers import git
+from vendor_helpers import commit_then_edit
 
 pytest_plugins = ["site_fixtures"]
 
@@ -26,12 +26,7 @@ def upstream_with(project: Path, tmp_path: Path, edit) -> tuple[Path, str]:
     """A git repo holding the project's vendored files, plus one commit applying ``edit``."""
     repo = tmp_path / "upstream"
     shutil.copytree(project / VENDOR_DIR, repo, ignore=shutil.ignore_patterns("__pycache__"))
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "registry copy")
-    edit(repo / LAYERNORM)
-    git(repo, "commit", "-q", "-am", "edit layernorm")
-    return repo, git(repo, "rev-parse", "HEAD")
+    return repo, commit_then_edit(repo, repo / LAYERNORM, edit, "edit layernorm")
 
 
 def insert_comment_lines(path: Path) -> None:

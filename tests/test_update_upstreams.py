@@ -13,7 +13,7 @@ from annotate.errors import UserError
 from annotate.pages.snapshot import build_snapshot
 from annotate.pages.map_page import load_map, render_map
 from annotate.vendoring import read_lock
-from vendor_helpers import git
+from vendor_helpers import commit_then_edit
 
 pytest_plugins = ["site_fixtures"]
 
@@ -28,12 +28,7 @@ def hf_repo(project: Path, tmp_path: Path, edit) -> tuple[Path, str]:
     target = repo / "src" / HF
     target.parent.mkdir(parents=True)
     target.write_bytes((project / "vendor/transformers" / HF).read_bytes())
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "as released")
-    edit(target)
-    git(repo, "commit", "-q", "-am", "edit the decoder layer")
-    return repo, git(repo, "rev-parse", "HEAD")
+    return repo, commit_then_edit(repo, target, edit, "edit the decoder layer")
 
 
 def two_lines_above_the_layer(path: Path) -> None:

@@ -5,6 +5,7 @@ import io
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 from annotate.vendoring.lock import sha256_bytes
 
@@ -30,3 +31,14 @@ def git(repo: Path, *args: str) -> str:
                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
                               "PATH": "/usr/bin:/bin:/usr/local/bin", "HOME": str(repo)})
     return run.stdout.strip()
+
+
+def commit_then_edit(repo: Path, target: Path, edit: Callable[[Path], None], subject: str) -> str:
+    """Make ``repo`` (already holding its files) a git repo with one commit as it is, then a second
+    applying ``edit`` to ``target`` (an upstream that moved on); return the second commit."""
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "as vendored")
+    edit(target)
+    git(repo, "commit", "-q", "-am", subject)
+    return git(repo, "rev-parse", "HEAD")
