@@ -9,6 +9,7 @@ import pytest
 
 from annotate.errors import UserError
 from annotate.vendoring import read_lock, sync
+from annotate.vendoring.sync import verify_all
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, sha256_bytes
 from vendor_helpers import make_wheel
 
@@ -49,6 +50,19 @@ def test_hand_edit_is_restored(lock_project: Path) -> None:
     assert result.changed and set(result.restored) == {"nanovllm/layers/layernorm.py", "nanovllm/extra.py"}
     assert target.read_bytes() == original
     assert not (lock_project / VENDOR_DIR / "nanovllm/extra.py").exists()
+
+
+def test_a_symbolic_link_is_replaced_and_the_copy_then_verifies(lock_project: Path) -> None:
+    """The strict build refuses a link in the vendored copy and says to run sync: sync must then fix it."""
+    sync(lock_project)
+    link = lock_project / VENDOR_DIR / "nanovllm/zz.py"
+    link.symlink_to("/etc/passwd")
+    with pytest.raises(UserError, match="is a symbolic link"):
+        verify_all(lock_project)
+    result = sync(lock_project)
+    assert result.changed and result.restored == ("nanovllm/zz.py",)
+    assert not link.is_symlink() and not link.exists()
+    verify_all(lock_project)
 
 
 def fake_wheel_project(lock_project: Path, members: dict[str, bytes], **lock_changes) -> Path:

@@ -134,11 +134,13 @@ def require_copy(root: Path, upstream: Vendor) -> None:
 
 
 def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
-    """Files whose bytes differ from what the lock records: edited, missing, or extra."""
-    have = local_hashes(vendor)
+    """Entries that are not what the lock records: edited, missing or extra files, and symbolic links
+    (which :func:`verify_vendored` refuses too, so sync must replace them)."""
+    walked = _walk(vendor)
+    have = {rel: sha256_bytes((vendor / rel).read_bytes()) for rel, is_link in walked if not is_link}
     changed = [p for p, h in recorded.items() if have.get(p) != h]
-    extra = [p for p in have if p not in recorded]
-    return sorted(changed + extra)
+    extra = [rel for rel, is_link in walked if is_link or rel not in recorded]
+    return sorted(set(changed + extra))
 
 
 @contextlib.contextmanager
