@@ -59,6 +59,18 @@ def test_missing_lock(tmp_path: Path) -> None:
         read_lock(tmp_path / "nope.json")
 
 
+@pytest.mark.parametrize("name", ["vllm", "transformers"])
+def test_a_broken_lock_names_its_own_file_in_the_fix(tmp_path: Path, name: str) -> None:
+    """Each upstream's lock says how to restore *that* lock, not nano-vllm's."""
+    path = tmp_path / "vendor" / f"{name}.lock.json"
+    with pytest.raises(UserError, match=rf"git checkout -- vendor/{name}\.lock\.json`$"):
+        read_lock(path)
+    path.parent.mkdir()
+    path.write_text("{")
+    with pytest.raises(UserError, match=rf"invalid JSON .*git checkout -- vendor/{name}\.lock\.json`$"):
+        read_lock(path)
+
+
 def test_malformed_json_names_position(tmp_path: Path) -> None:
     path = tmp_path / "lock.json"
     path.write_text('{\n "format": 1,\n "upstream": {,\n}')

@@ -171,11 +171,18 @@ class Lock:
 def read_lock(path: Path) -> Lock:
     """Read and validate the lock; any problem is one UserError line naming the file and the fix."""
     if not path.is_file():
-        raise UserError(f"{path}: lock file missing; restore it with `git checkout -- {LOCK_NAME}`")
-    return lock_from_json(codec.read_json(path, fix=LOCK_FIX), path)
+        raise UserError(f"{path}: lock file missing; restore it with `git checkout -- {_committed(path)}`")
+    return lock_from_json(codec.read_json(path, fix=_lock_fix(path)), path)
 
 
-LOCK_FIX = f"fix it or restore it with `git checkout -- {LOCK_NAME}`"
+def _committed(path: Path | str) -> str:
+    """The lock as git knows it: ``vendor/<name>.lock.json`` (locks live in the vendor folder)."""
+    return f"{Project.VENDOR_DIR}/{Path(path).name}"
+
+
+def _lock_fix(path: Path | str) -> str:
+    return f"fix it or restore it with `git checkout -- {_committed(path)}`"
+
 HTTPS_URL = r"https://[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[A-Za-z0-9._~%+@:/-]*)?"
 #: a git source: a URL git understands or a local path; never something git would read as an option
 GIT_SOURCE = r"(?:(?:https?|ssh|git|file)://[^\s\"'<>]+|[^-\s\"'<>][^\s\"'<>]*)"
@@ -216,7 +223,7 @@ def _upstream_file(value: Any, at: codec.At) -> UpstreamFile:
 
 def lock_from_json(data: Any, path: Path | str = LOCK_NAME) -> Lock:
     """The typed lock, validated field by field: each error names the JSON path and what was expected."""
-    at = codec.At(str(path), fix=LOCK_FIX)
+    at = codec.At(str(path), fix=_lock_fix(path))
     top = codec.obj(data, at)
     fmt = codec.field(top, "format", at, codec.integer)
     if fmt != LOCK_FORMAT:
