@@ -284,7 +284,7 @@ def _place(vendor: dict[str, Any], records: list[LineRecord], functions: list[di
     if root is None:
         return None
     files = {r.file for r in records} | {f["file"] for f in functions}
-    plan = placement.plan(vendor, files, root, vendor.get("files", {}), today)
+    plan = placement.plan(vendor, files, root, today)
     for r in records:
         fp = plan.file(r.file)
         span = fp.span(r.line, r.end_line)
