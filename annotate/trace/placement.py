@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from annotate.source import normalise
 from annotate.vendoring.linemap import match_lines
 from annotate.vendoring.lock import VENDOR_DIR, line_hashes
 
 
 def statement_text(lines: Sequence[str], start: int, end: int) -> str:
-    """The statement on lines start..end, white space normalised as the recorder keys it."""
-    return " ".join(" ".join(ln.strip() for ln in lines[start - 1:end]).split())
+    """The statement on lines start..end, normalised as the recorder keys it (`annotate.source.normalise`:
+    comments dropped, white space collapsed, no padding in brackets)."""
+    return normalise("\n".join(lines[start - 1:end]))
 
 
 @dataclass
