@@ -42,9 +42,8 @@ if [ "$REHEARSE" = 1 ]; then
 else
   DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100
 fi
-if [ -n "${GPU_CHECK_SITE:-}" ]; then SITE="$GPU_CHECK_SITE"
-else WORK="$(mktemp -d)"; SITE="$WORK/site"; trap 'rm -rf "$WORK"' EXIT; fi   # outside OUTDIR: not brought back
-mkdir -p "$OUTDIR" "$(dirname "$SITE")"
+WORK="$(mktemp -d)"; SITE="$WORK/site"; trap 'rm -rf "$WORK"' EXIT   # outside OUTDIR: not brought back
+mkdir -p "$OUTDIR"
 OUTDIR="$(cd "$OUTDIR" && pwd)"; TRACE="$OUTDIR/$DEVICE"
 WHEELS="$(cd "$WHEELS" 2>/dev/null && pwd || echo "$WHEELS")"
 LOG="$OUTDIR/gpu-check.log"

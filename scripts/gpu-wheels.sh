@@ -8,10 +8,8 @@ DEST="${1:?usage: scripts/gpu-wheels.sh DEST [PYTHON_VERSION]}"
 PYVER="${2:-3.12}"
 PY="${PYTHON:-.venv/bin/python}"
 mkdir -p "$DEST"
-grep -v '^\s*#' scripts/gpu-wheels.txt | grep -v '^\s*$' > "$DEST/.requirements"
 "$PY" -m pip download --quiet --no-deps --only-binary=:all: --dest "$DEST" \
   --python-version "$PYVER" --implementation cp --abi "cp${PYVER/./}" --abi abi3 --abi none \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
-  --platform manylinux2014_x86_64 --platform any -r "$DEST/.requirements"
-rm -f "$DEST/.requirements"
+  --platform manylinux2014_x86_64 --platform any -r scripts/gpu-wheels.txt   # pip skips its comments and blank lines
 ls -1 "$DEST"/*.whl

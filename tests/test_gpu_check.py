@@ -173,10 +173,10 @@ def test_the_gpu_check_passes_as_a_cpu_rehearsal_in_the_image_layout(tmp_path: P
     assert _run([str(image), "-c", "import tree_sitter"]).returncode != 0          # the image lacks it
     tree = travelling_tree(tmp_path / "tree", wheels)
     out = tmp_path / "OUT"
-    # the image's python3 first on PATH, as there; PYTHON and GPU_CHECK_SITE unset, as there
+    # the image's python3 first on PATH, as there; PYTHON unset, as there
     env = dict(os.environ, PATH=f"{image.parent}:{os.environ.get('PATH', '')}", GPU_CHECK_REHEARSE="1",
                PYTHONPATH="/kept/from/before", PYTHONUNBUFFERED="1", TMPDIR=str(tmp_path))
-    for name in ("VIRTUAL_ENV", "PYTHON", "GPU_CHECK_SITE"):
+    for name in ("VIRTUAL_ENV", "PYTHON"):
         env.pop(name, None)
     # the documented command, run where the tree lands
     proc = _run(["bash", "scripts/gpu-check.sh", str(out), "gpu-wheels"], cwd=tree, env=env)

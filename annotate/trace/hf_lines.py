@@ -17,9 +17,10 @@ from typing import Any
 import torch
 
 from annotate.errors import UserError
+from annotate.trace.internals import innermost_callable
 from annotate.trace.recorder import LIVE, Recorder
 from annotate.trace.reference import Identifier, PeerRun
-from annotate.vendoring.lock import upstream_lock
+from annotate.vendoring.lock import read_lock, upstream_lock
 
 HF_FILE = "transformers/models/qwen3/modeling_qwen3.py"
 HF_LOCK = upstream_lock("transformers")
@@ -45,8 +46,6 @@ def installed_file(root: Path) -> tuple[Path, Path]:
     """(site-packages folder, installed modeling_qwen3.py); refuses a copy that is not the vendored pin."""
     import transformers
 
-    from annotate.vendoring.lock import read_lock
-
     base = Path(transformers.__file__).resolve().parent.parent
     path = base / HF_FILE
     pinned = read_lock(root / HF_LOCK).source.files.get(HF_FILE)
@@ -57,20 +56,24 @@ def installed_file(root: Path) -> tuple[Path, Path]:
     return base, path
 
 
-def record_hf(root: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
+def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
               peer: PeerRun) -> list[HfLine]:
-    """Run HF's Qwen3 (eager) under the line recorder on one prefill; identify each live variable."""
+    """Run HF's Qwen3 (eager) under the line recorder on one prefill; identify each live variable.
+
+    `base` is the site-packages folder of the installed transformers, already checked by `installed_file`."""
     import transformers
     from transformers import Qwen3ForCausalLM
     from transformers.models.qwen3 import modeling_qwen3 as hf
 
-    base, _ = installed_file(root)
     transformers.logging.set_verbosity_error()
     model = Qwen3ForCausalLM.from_pretrained(str(checkpoint), torch_dtype=dtype, num_hidden_layers=layers,
                                              attn_implementation="eager").eval()
-    traced = {"Qwen3Model.forward": hf.Qwen3Model.forward, "Qwen3DecoderLayer.forward": hf.Qwen3DecoderLayer.forward,
-              "Qwen3MLP.forward": hf.Qwen3MLP.forward, "Qwen3RMSNorm.forward": hf.Qwen3RMSNorm.forward}
-    rec = Recorder(model, {}, base, traced=_unwrapped(traced))
+    # HF decorates forwards (``check_model_inputs``, ``deprecate_kwarg``): trace the function that holds the lines
+    traced = {}
+    for qual in TRACED:
+        cls, attr = qual.split(".")
+        traced[qual] = innermost_callable(getattr(getattr(hf, cls), attr))
+    rec = Recorder(model, {}, base, traced=traced)
     with torch.inference_mode(), rec.recording():
         ids = input_ids.cpu()[None]
         model.model(input_ids=ids, position_ids=torch.arange(ids.shape[1])[None], use_cache=False)
@@ -91,28 +94,18 @@ def record_hf(root: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
     return out
 
 
-def _unwrapped(traced: dict[str, Any]) -> dict[str, Any]:
-    """HF decorates forwards (``check_model_inputs``, ``deprecate_kwarg``): trace the function that holds the lines."""
-    out = {}
-    for qual, fn in traced.items():
-        while hasattr(fn, "__wrapped__"):
-            fn = fn.__wrapped__
-        out[qual] = fn
-    return out
-
-
 def summary(root: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
             peer: PeerRun) -> dict[str, Any]:
     """The trace's ``summary.hf_lines``: each HF (line, layer, module, variable) once, with its identity —
     or why HF's lines were not traced (an installed transformers other than the pin, e.g. on the GPU image)."""
     try:
-        lines = record_hf(root, checkpoint, layers, dtype, input_ids, peer)
-        _, path = installed_file(root)
+        base, _ = installed_file(root)
+        lines = record_hf(base, checkpoint, layers, dtype, input_ids, peer)
     except UserError as exc:
         return {"file": HF_FILE, "skipped": str(exc), "lines": []}
     import transformers
 
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    sha = read_lock(root / HF_LOCK).source.files[HF_FILE]   # installed_file checked the installed file has it
     seen, out = set(), []
     for h in lines:
         key = (h.line, h.layer, h.module, h.var)

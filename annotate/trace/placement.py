@@ -17,13 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from annotate.source import normalise
 from annotate.vendoring.linemap import match_lines
-from annotate.vendoring.lock import VENDOR_DIR, line_hashes, sha256_bytes
+from annotate.vendoring.lock import VENDOR_DIR, line_hashes
 
 
 def statement_text(lines: Sequence[str], start: int, end: int) -> str:
-    """The statement on lines start..end, white space normalised as the recorder keys it."""
-    return " ".join(" ".join(ln.strip() for ln in lines[start - 1:end]).split())
+    """The statement on lines start..end, normalised as the recorder keys it (`annotate.source.normalise`:
+    comments dropped, white space collapsed, no padding in brackets)."""
+    return normalise("\n".join(lines[start - 1:end]))
 
 
 @dataclass
@@ -35,8 +37,7 @@ class FilePlacement:
     mapping: dict[int, int] | None                # None: the file is gone today
     moved: bool = False                           # some line number differs from the recording
     gone: set[int] = field(default_factory=set)   # recorded lines with no counterpart today
-    verified: bool = True                         # False: v1 trace of other bytes (no line hashes to place by)
-    keep_unmapped: bool = False                   # v1: a line past today's end still keeps its number
+    keep_unmapped: bool = False                   # v1 (no line hashes): every record keeps its recorded lines
 
     def span(self, start: int, end: int) -> tuple[int, int] | None:
         """Today's span of recorded lines start..end, or None when any of them is gone."""
@@ -60,9 +61,7 @@ class FilePlacement:
 class Placement:
     """Placement of every recorded file of one trace on a project's vendored copy."""
 
-    pin: str | None                                   # the upstream commit the trace was recorded at
     files: dict[str, FilePlacement]
-    source_found: bool
 
     def file(self, name: str) -> FilePlacement:
         return self.files[name]
@@ -80,15 +79,14 @@ def find_source_root(start: Path) -> Path | None:
     return None
 
 
-def plan(vendor: dict, files: Iterable[str], root: Path | None, then_hashes: dict[str, str],
+def plan(vendor: dict, files: Iterable[str], root: Path | None,
          today: Mapping[str, bytes] | None = None) -> Placement:
     """A Placement of `files` (as recorded) onto `<root>/vendor/nano-vllm` today.
 
-    `vendor` is the trace's vendor block: `line_hashes` (v2) per file, or only `files` (sha256 per
-    file, v1), in which case an unchanged file maps line for line and a changed one not at all.
+    `vendor` is the trace's vendor block: `line_hashes` (v2) per file, or none (v1), in which case
+    every record keeps its recorded lines (a changed file is the trace view's to withhold).
     `today` holds today's bytes of the vendored files when the caller has read them already (a
     build's snapshot): those files are not read again."""
-    pin = (vendor.get("upstream") or {}).get("commit")
     recorded_lines: dict = vendor.get("line_hashes") or {}
     out: dict[str, FilePlacement] = {}
     base = root / vendor.get("root", VENDOR_DIR) if root is not None else None
@@ -100,14 +98,10 @@ def plan(vendor: dict, files: Iterable[str], root: Path | None, then_hashes: dic
                 out[name] = FilePlacement(name, [], None)
                 continue
             data = path.read_bytes()
-        now = line_hashes(data)
         lines = data.decode("utf-8", errors="replace").splitlines()
         if name in recorded_lines:
-            mapping = match_lines(recorded_lines[name], now)
-            out[name] = FilePlacement(name, lines, mapping)
-        else:   # v1: lines kept as recorded; a changed file is the trace view's to withhold (`verified` False)
-            same = then_hashes.get(name) == sha256_bytes(data)
-            out[name] = FilePlacement(name, lines, {n: n for n in range(1, len(now) + 1)}, verified=same)
-            out[name].keep_unmapped = True
-    return Placement(pin, out, base is not None)
+            out[name] = FilePlacement(name, lines, match_lines(recorded_lines[name], line_hashes(data)))
+        else:   # v1: lines kept as recorded; a changed file is the trace view's to withhold
+            out[name] = FilePlacement(name, lines, {}, keep_unmapped=True)
+    return Placement(out)
 

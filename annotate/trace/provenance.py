@@ -10,15 +10,23 @@ from typing import Any
 import torch
 
 from annotate.errors import UserError
-from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, line_hashes, read_lock
-from annotate.vendoring.sync import local_hashes
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, line_hashes, read_lock, sha256_bytes
+from annotate.vendoring.sync import local_paths
 
 
-def vendor_line_hashes(root: Path) -> dict[str, list[str]]:
-    """Per vendored Python file, the hash of every line (the lock's scheme): how a trace, which holds
-    no source text, finds its statements again on later bytes (annotate/trace/placement.py)."""
+def vendor_hashes(root: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The sha256 of every vendored file, and per vendored Python file the hash of every line (the
+    lock's scheme): how a trace, which holds no source text, finds its statements again on later
+    bytes (annotate/trace/placement.py). Each file is read once for both."""
     vendor = root / VENDOR_DIR
-    return {rel: line_hashes((vendor / rel).read_bytes()) for rel in sorted(local_hashes(vendor)) if rel.endswith(".py")}
+    files: dict[str, str] = {}
+    lines: dict[str, list[str]] = {}
+    for rel in local_paths(vendor):   # sorted
+        data = (vendor / rel).read_bytes()
+        files[rel] = sha256_bytes(data)
+        if rel.endswith(".py"):
+            lines[rel] = line_hashes(data)
+    return files, lines
 
 
 def vendor_facts(root: Path) -> dict[str, Any]:
@@ -28,9 +36,9 @@ def vendor_facts(root: Path) -> dict[str, Any]:
     one side lacks); a missing lock is reported as `lock: null`, not an error, an unreadable or
     invalid one as `lock: "unreadable: <why>"`.
     """
-    local = local_hashes(root / VENDOR_DIR)
+    local, lines = vendor_hashes(root)
     lock_path = root / LOCK_NAME
-    facts: dict[str, Any] = {"root": VENDOR_DIR, "files": local, "line_hashes": vendor_line_hashes(root),
+    facts: dict[str, Any] = {"root": VENDOR_DIR, "files": local, "line_hashes": lines,
                              "lock": None, "upstream": None, "source": None, "mismatched": None}
     if lock_path.is_file():
         try:

@@ -238,17 +238,17 @@ def read_payload(path: Path) -> dict[str, Any]:
     jpath = trace_json(path)
     if not jpath.is_file():
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
-    payload = codec.read_json(jpath, fix="regenerate it with `annotate trace --force`")
+    payload = codec.read_json(jpath, fix=validate.TRACE_FIX)
     if not isinstance(payload, dict) or payload.get("format") != TRACE_FORMAT:
         got = payload.get("format") if isinstance(payload, dict) else None
-        raise UserError(f"{jpath}: not an annotate trace (format is {got!r}); regenerate it with `annotate trace --force`")
+        raise UserError(f"{jpath}: not an annotate trace (format is {got!r}); {validate.TRACE_FIX}")
     if payload.get("version") not in READABLE:
         raise UserError(f"{jpath}: trace format version {payload.get('version')!r}, this annotate reads version "
-                        f"{VERSION}; regenerate it with `annotate trace --force`")
+                        f"{VERSION}; {validate.TRACE_FIX}")
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
-    if missing:
-        raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); regenerate it with `annotate trace --force`")
-    validate.check_payload(payload, jpath)
+    if missing:   # all the top-level blocks named at once (check_payload would name the first field it lacks)
+        raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); {validate.TRACE_FIX}")
+    validate.check_payload(payload, jpath)   # every field _record and _var read has its type from here on
     return payload
 
 
@@ -262,10 +262,7 @@ def load_trace(path: Path | str, source_root: Path | str | None = None,
     `today` (path -> bytes of `vendor/nano-vllm`'s files, when the caller read them already) saves re-reading them."""
     path = Path(path)
     payload = read_payload(path)
-    try:
-        records = [_record(r) for r in payload["records"]]
-    except (KeyError, TypeError) as exc:
-        raise UserError(f"{trace_json(path)}: malformed record ({exc!r}); regenerate it with `annotate trace --force`") from exc
+    records = [_record(r) for r in payload["records"]]
     root = path if path.is_dir() else path.parent
     validate.check_tensors(root, payload, TENSORS_NAME)
     functions, summary = payload.get("functions", []), payload.get("summary", {})
@@ -284,7 +281,7 @@ def _place(vendor: dict[str, Any], records: list[LineRecord], functions: list[di
     if root is None:
         return None
     files = {r.file for r in records} | {f["file"] for f in functions}
-    plan = placement.plan(vendor, files, root, vendor.get("files", {}), today)
+    plan = placement.plan(vendor, files, root, today)
     for r in records:
         fp = plan.file(r.file)
         span = fp.span(r.line, r.end_line)
