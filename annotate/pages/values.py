@@ -25,22 +25,14 @@ from typing import Any
 
 from annotate.links import SOURCE_DIR, page_src_uri
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import ROLE_WORDS, esc, identity_text, math_words, num, sup_label
+from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, esc, identity_text, layer_key, layer_name, math_words,
+                                     num, sup_label)
 from annotate.trace.store import LineRecord, Trace, VarRecord
 
-NONE_KEY = "none"   # the layer key of records outside the decoder layers (Qwen3Model.forward, model.norm)
 ROLE_ORDER = {"assigned": 0, "argument": 1, "live": 2, "return": 3}
 LESSON_VARS = ("hidden_states", "residual")   # the two variables the lesson follows; others are intermediates
 VALUES_DOC = "values.md"
 GLOSSARY_DOC = "reference/glossary.md"
-
-
-def layer_key(layer: int | None) -> str:
-    return NONE_KEY if layer is None else str(layer)
-
-
-def layer_name(key: str) -> str:
-    return "层外 outside the layers" if key == NONE_KEY else f"第 {key} 层 layer {key}"
 
 
 def script_uri(path: str, trace_key: str) -> str:
