@@ -12,7 +12,8 @@ import pytest
 from annotate.anchors import Anchor, resolve
 from annotate.errors import UserError
 from annotate.notes import Sources
-from annotate.pages.map_page import FRAMEWORKS, MAP_FILE, load_map, render_map
+from annotate.framework_map import FRAMEWORKS, MAP_FILE, load_map
+from annotate.pages.map_page import render_map
 from annotate.pages.snapshot import Snapshot, build_snapshot
 
 pytest_plugins = ["site_fixtures"]

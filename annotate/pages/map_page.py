@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from annotate.anchors import Anchor, Resolution
-from annotate.framework_map import FRAMEWORKS, MAP_FILE, MapCell, Row, load_map
+from annotate.framework_map import FRAMEWORKS, MapCell, Row
 from annotate.links import page_anchor, page_url
 from annotate.pages.highlight import wrap_points
 from annotate.pages.hf_values import same_bytes
@@ -21,7 +21,7 @@ from annotate.pages.snapshot import Snapshot
 from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
-__all__ = ["FRAMEWORKS", "MAP_FILE", "MAP_URI", "MapPage", "load_map", "render_map"]
+__all__ = ["MAP_URI", "MapPage", "render_map"]
 
 
 @dataclass
