@@ -59,7 +59,7 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
     recs = view.trace.at(path, line, layer=layer)
     rec_var = next((r.var(var) for r in recs if r.var(var) is not None), None)
     if rec_var is None:
-        raise UserError(f"{where}: {{{{value …}}}}: traces/{view.key} recorded no {var!r} at {path}:{line} "
+        raise UserError(f"{where}: {{{{value …}}}}: {view.where} recorded no {var!r} at {path}:{line} "
                         f"in layer {layer_text}; name a variable the line holds")
     ident = f"，≡ {esc(sup_label(rec_var.label))}" if rec_var.identity.get("status") == "match" else ""
     href = value_url(page, path, line, layer, view.key)
