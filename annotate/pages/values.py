@@ -73,10 +73,14 @@ class ValuesPanel:
     def data_files(self, path: str) -> dict[str, str]:
         """One script per trace shown on this page: every (line, layer) view, brief and citation of it."""
         out = {}
-        for view in self.traces.for_file(path):
+        views = self.traces.for_file(path)
+        layer_keys: dict[int, list[str]] = {}   # start -> its layer keys: they depend on the page's traces, not on one
+        for view in views:
             data: dict[str, dict[str, dict[str, str]]] = {}
             for start in sorted(view.trace.lines(path)):
-                keys = self._layer_keys(self.traces.for_file(path), path, start)
+                if start not in layer_keys:
+                    layer_keys[start] = self._layer_keys(views, path, start)
+                keys = layer_keys[start]
                 data[str(start)] = {k: {"b": brief(recs), "h": view_body(view, recs, k)}
                                     for k in keys for recs in [self.records(view, path, start, k)]}
             text = json.dumps(data, ensure_ascii=False, sort_keys=True).replace("</", "<\\/")
