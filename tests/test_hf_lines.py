@@ -12,7 +12,8 @@ from annotate.anchors import Anchor, resolve
 from annotate.errors import UserError
 from annotate.pages.snapshot import build_snapshot
 from annotate.notes import Sources
-from annotate.pages.map_page import load_map, render_map
+from annotate.framework_map import load_map
+from annotate.pages.map_page import render_map
 from annotate.trace.hf_lines import HF_FILE, HF_LOCK, installed_file
 from annotate.trace.store import load_trace
 

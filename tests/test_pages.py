@@ -11,7 +11,7 @@ from annotate.pages.generate import generate
 from annotate.pages.snapshot import build_snapshot
 from goldens import compare_golden
 from annotate.pages.highlight import highlight_lines
-from annotate.pages.prose import render_prose, split_math
+from annotate.safe_html import prose, split_math
 
 pytest_plugins = ["site_fixtures"]
 
@@ -58,7 +58,7 @@ def test_real_file_has_one_fragment_per_line() -> None:
 
 
 def test_prose_renders_markdown_and_inline_math() -> None:
-    out = render_prose("**这一行** 更新 `residual`: $x_1 = x + a$, cost $3HF$.", lambda t: f"<m>{t}</m>")
+    out = prose("**这一行** 更新 `residual`: $x_1 = x + a$, cost $3HF$.", lambda t: f"<m>{t}</m>")
     assert out == "<p><strong>这一行</strong> 更新 <code>residual</code>: <m>x_1 = x + a</m>, cost <m>3HF</m>.</p>"
 
 

@@ -55,7 +55,7 @@ class NoExtras:
         return {}
 
 
-def providers(traces: TraceSet, files: Mapping[str, FileFacts] | None = None) -> list[LineExtras]:
+def providers(traces: TraceSet, files: Mapping[str, FileFacts]) -> list[LineExtras]:
     """The providers active for this build: the values panel when ``traces/`` holds a trace, and HF's
     traced lines on HF's page when the trace recorded them against today's bytes of ``files``."""
     from annotate.pages.hf_values import HfValues

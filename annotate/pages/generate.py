@@ -15,7 +15,7 @@ from annotate.links import page_src_uri
 from annotate.notes import NotesFile, vet_math
 from annotate.pages.extras import LineExtras
 from annotate.pages.index import INDEX_URI, render_index
-from annotate.pages.prose import split_math
+from annotate.safe_html import inline_math
 from annotate.pages.snapshot import Snapshot
 from annotate.pages.source_page import MathFn, PageInput, render_page
 from annotate.render.katex import MathError
@@ -69,7 +69,7 @@ def note_formulas(files: list[NotesFile]) -> list[tuple[str, bool]]:
             found += [(note.math, True)] if note.math else []
             found += [(v, d) for v in note.vars.values() for d in (True, False)]
             texts += [note.zh, note.en]
-        found += [(tex, False) for text in texts for tex in split_math(text)[1]]
+        found += [(tex, False) for text in texts for tex in inline_math(text)]
     return found
 
 

@@ -7,19 +7,19 @@ is from HF's own captured value. Plain ``<details>``: it works without scripts a
 """
 from __future__ import annotations
 
-import hashlib
 import html
 from typing import Any, Mapping
 
 from annotate.links import FileFacts
 from annotate.pages.extras import NoExtras
 from annotate.pages.trace_set import TraceSet
+from annotate.vendoring.lock import sha256_bytes
 
 
 class HfValues(NoExtras):
     """A :class:`annotate.pages.extras.LineExtras` provider for the HF file's page."""
 
-    def __init__(self, traces: TraceSet, files: Mapping[str, FileFacts] | None = None) -> None:
+    def __init__(self, traces: TraceSet, files: Mapping[str, FileFacts]) -> None:
         view = next((v for v in traces.views if not v.pin_moved and (v.trace.summary.get("hf_lines") or {}).get("lines")),
                     None)
         self.trace = view.trace if view else None
@@ -27,7 +27,7 @@ class HfValues(NoExtras):
         self.file = hf.get("file", "")
         self.note = f"HF transformers {hf.get('transformers', '?')}, {hf.get('attention', 'eager')} attention"
         self.by_line: dict[int, list[dict[str, Any]]] = {}
-        if files is not None and hf and not same_bytes(files.get(self.file), hf.get("sha256", "")):
+        if hf and not same_bytes(files.get(self.file), hf.get("sha256", "")):
             return   # HF's lines were recorded against other bytes than today's vendored file: shown nowhere
         for entry in hf.get("lines", []):
             self.by_line.setdefault(int(entry["line"]), []).append(entry)
@@ -60,4 +60,4 @@ def _num(value: float | None) -> str:
 def same_bytes(facts: FileFacts | None, sha256: str) -> bool:
     """Whether today's vendored copy of a file (``facts``, None: not vendored) is the one HF's lines were
     recorded from."""
-    return bool(facts and hashlib.sha256(facts.data).hexdigest() == sha256)
+    return bool(facts and sha256_bytes(facts.data) == sha256)

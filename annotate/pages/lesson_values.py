@@ -24,7 +24,7 @@ from annotate.project import DOCS_FOLDER
 from annotate.errors import UserError
 from annotate.pages.trace_set import TraceSet
 from annotate.references import find_file
-from annotate.pages.tracefmt import esc, num, sup_label, value_url
+from annotate.pages.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
 from annotate.source import AnchorError, SourceFile
 
 PLACEHOLDER = re.compile(r"\{\{value\s+(?P<body>.*?)\}\}")
@@ -50,7 +50,7 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
         line = source.find(symbol, statement)[0] if source else 0
     except (AnchorError, KeyError) as exc:
         raise UserError(f"{where}: {{{{value …}}}}: {exc}; fix the statement text") from None
-    layer = None if layer_text == "none" else int(layer_text) if layer_text.isdigit() else -1
+    layer = None if layer_text == NONE_KEY else int(layer_text) if layer_text.isdigit() else -1
     if layer == -1:
         raise UserError(f"{where}: {{{{value …}}}}: layer {layer_text!r} is not a number or `none`")
     view = next((v for v in (traces.for_file(path) if traces else [])), None)
@@ -59,14 +59,13 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
     recs = view.trace.at(path, line, layer=layer)
     rec_var = next((r.var(var) for r in recs if r.var(var) is not None), None)
     if rec_var is None:
-        raise UserError(f"{where}: {{{{value …}}}}: traces/{view.key} recorded no {var!r} at {path}:{line} "
+        raise UserError(f"{where}: {{{{value …}}}}: {view.where} recorded no {var!r} at {path}:{line} "
                         f"in layer {layer_text}; name a variable the line holds")
     ident = f"，≡ {esc(sup_label(rec_var.label))}" if rec_var.identity.get("status") == "match" else ""
     href = value_url(page, path, line, layer, view.key)
-    layer_words = "层外 outside the layers" if layer is None else f"第 {layer} 层 layer {layer}"
     return (f'<span class="an-cited-value">‖<code>{esc(var)}</code>‖₂ = {num(rec_var.norm)}{ident}'
             f'（<a href="{esc(href)}" title="打开这一行在这一层的运行值 open this line\'s values at this layer">'
-            f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_words}</a>）</span>')
+            f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_name(layer_key(layer))}</a>）</span>')
 
 
 def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None,

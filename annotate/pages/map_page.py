@@ -13,24 +13,23 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from annotate.anchors import Anchor, Resolution
-from annotate.framework_map import FRAMEWORKS, MAP_FILE, MapCell, Row, load_map
-from annotate.links import page_url
+from annotate.framework_map import FRAMEWORKS, MapCell, Row
+from annotate.links import page_anchor, page_url
 from annotate.pages.highlight import wrap_points
 from annotate.pages.hf_values import same_bytes
 from annotate.pages.snapshot import Snapshot
 from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
-__all__ = ["FRAMEWORKS", "MAP_FILE", "MAP_URI", "MapPage", "load_map", "render_map"]
+__all__ = ["MAP_URI", "MapPage", "render_map"]
 
 
 @dataclass
 class MapPage:
-    """The page's Markdown, the anchors that did not resolve, and the multi-line spans it links to."""
+    """The page's Markdown and the anchors that did not resolve (the spans it links to are the snapshot's ``ranges``)."""
 
     markdown: str
     problems: list[str]
-    ranges: dict[str, set[tuple[int, int]]]
 
 
 def render_map(rows: Sequence[Row], facts: Snapshot, trace: Any = None) -> MapPage:
@@ -41,14 +40,13 @@ def render_map(rows: Sequence[Row], facts: Snapshot, trace: Any = None) -> MapPa
     identities found by comparison: which variable on which line of each framework held x, x₁, x₂.
     """
     problems: list[str] = []
-    ranges: dict[str, set[tuple[int, int]]] = {}
     head = "".join(f"<th>{html.escape(title)}</th>" for title in FRAMEWORKS.values())
     body = []
     for row in rows:
         cells = []
         for name in FRAMEWORKS:
             cell = row.cells.get(name)
-            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems, ranges)}</td>'
+            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems)}</td>'
                          if cell else f'<td data-framework="{name}">—</td>')
         body.append(f'<tr id="step-{html.escape(row.step)}"><th scope="row">{html.escape(row.zh)}'
                     f'<br><span lang="en">{html.escape(row.en)}</span></th>{"".join(cells)}</tr>')
@@ -58,7 +56,7 @@ def render_map(rows: Sequence[Row], facts: Snapshot, trace: Any = None) -> MapPa
                 f'<tbody>{"".join(body)}</tbody></table></div>\n')
     if trace is not None:
         markdown += "\n" + _identities(rows, facts, trace)
-    return MapPage(markdown, problems, ranges)
+    return MapPage(markdown, problems)
 
 
 #: the math variables the identities table follows, with their labels
@@ -163,8 +161,7 @@ def _intro(facts: Snapshot) -> str:
             "固定版本 Pins — " + "; ".join(pins))
 
 
-def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str],
-                 ranges: dict[str, set[tuple[int, int]]]) -> str:
+def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str]) -> str:
     parts = []
     for anchor in cell.anchors:
         resolution = facts.resolution(anchor)
@@ -172,7 +169,7 @@ def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str],
             problems.append(CheckEntry(resolution).line())
             parts.append(f'<div class="an-ref-broken">{html.escape(anchor.label)}: {html.escape(resolution.describe())}</div>')
             continue
-        parts.append(_statement(anchor, resolution, facts, ranges))
+        parts.append(_statement(anchor, resolution, facts))
     if cell.holds:
         held = ", ".join(f"<code>{html.escape(var)}</code> = {html.escape(math)}" for var, math in cell.holds.items())
         parts.append(f'<div class="an-map-holds">之后 after: {held}</div>')
@@ -182,8 +179,7 @@ def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str],
     return "".join(parts) or "—"
 
 
-def _statement(anchor: Anchor, resolution: Resolution, facts: Snapshot,
-               ranges: dict[str, set[tuple[int, int]]]) -> str:
+def _statement(anchor: Anchor, resolution: Resolution, facts: Snapshot) -> str:
     start, end = resolution.span  # type: ignore[misc]
     source = facts.source(anchor.path)
     assert source is not None
@@ -191,10 +187,7 @@ def _statement(anchor: Anchor, resolution: Resolution, facts: Snapshot,
     text = first + (" …" if end > start else "")
     name = anchor.path.rsplit("/", 1)[-1]
     where = f"{name}:{start}" + (f"–{end}" if end > start else "")
-    local = page_url(MAP_URI, anchor.path, start)
-    if end > start:
-        local = local.rsplit("#", 1)[0] + f"#L{start}-L{end}"
-        ranges.setdefault(anchor.path, set()).add((start, end))
+    local = page_url(MAP_URI, anchor.path) + page_anchor(start, end)   # a multi-line span: #L260-L269
     permalink = facts.files[anchor.path].permalink(start, end)
     up = (f' <a class="an-upstream" href="{html.escape(permalink)}" title="upstream at the pin">↗</a>'
           if permalink else ' <span class="an-local">(本地独有 local-only)</span>')

@@ -31,7 +31,7 @@ from annotate.references import Reference
 from annotate.source import SourceFile, parse
 from annotate.codec import read_bytes, utf8
 from annotate.vendoring import linemap
-from annotate.vendoring.lock import Lock, sha256_bytes
+from annotate.vendoring.lock import Lock
 from annotate.vendoring.registry import NANO_VLLM, Registry, Vendor
 from annotate.vendoring.status import status_of
 from annotate.vendoring.sync import require_copy, verify_vendored, walk_vendor
@@ -132,8 +132,7 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
     recovered = tuple(recover_outputs(root, root / Project.TRACES_DIR))   # a trace an interrupted swap moved aside
     primary = registry.lock(registry.all[0])
     today = {p: f.data for p, f in files.items() if f.owner == NANO_VLLM.name}   # what traces are placed on
-    traces = load_traces(root, primary.upstream.commit if primary else None,
-                         here={p: sha256_bytes(d) for p, d in today.items()}, today=today)
+    traces = load_traces(root, primary.upstream.commit if primary else None, today=today)
     spans = [res for page in refs.values() for _, res in page] + list(map_resolved.values())
     return Snapshot(root=root, files=MappingProxyType(files),
                     pins=tuple((v.name, registry.lock(v)) for v in registry.all), notes=notes,

@@ -16,13 +16,13 @@ from typing import Any, Callable, Sequence
 from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
 from annotate.pages.extras import LineExtras
 from annotate.pages.highlight import highlight_lines, wrap_points
-from annotate.pages.prose import render_prose
+from annotate.safe_html import prose
 from annotate.source import SourceFile
 from annotate.vendoring.linemap import format_ranges
 from annotate.vendoring.status import FileStatus
 from annotate.pages.snapshot import PlacedNote
 
-__all__ = ["CITE_HEAD", "MathFn", "PageInput", "PlacedNote", "lean_math", "render_page"]
+__all__ = ["CITE_HEAD", "MathFn", "PageInput", "lean_math", "render_page"]
 
 MathFn = Callable[[str, bool], str]  # (tex, display) -> HTML; raises on bad LaTeX
 # the course lesson these pages belong to: the first line of every citation a reader copies
@@ -234,10 +234,10 @@ def _texts(texts: dict[str, str], math: MathFn, css: str) -> str:
     inline = lambda tex: math(tex, False)  # noqa: E731 - a one-line adapter
     out = []
     if texts.get("zh"):
-        out.append(f'<div class="an-zh" lang="zh-CN">{render_prose(texts["zh"], inline)}</div>')
+        out.append(f'<div class="an-zh" lang="zh-CN">{prose(texts["zh"], inline)}</div>')
     if texts.get("en"):
         out.append(f'<details class="an-en" lang="en"><summary>English</summary>'
-                   f'{render_prose(texts["en"], inline)}</details>')
+                   f'{prose(texts["en"], inline)}</details>')
     inner = "".join(out).replace("\n", "")
     return f'<div class="{css}">{inner}</div>' if css else inner
 
@@ -248,7 +248,7 @@ def data_blob(page: PageInput) -> str:
     data: dict[str, Any] = {
         "path": page.source.path,
         "lines": len(page.source.lines),
-        "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.ref} if lock else None,
+        "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.ref},
         "cite": CITE_HEAD,
         "symbols": [{"name": s.qualname, "start": s.span[0], "end": s.span[1]}
                     for s in sorted(page.source.symbols.values(), key=lambda s: s.start_line)],

@@ -40,7 +40,7 @@ def trace_pages(root: Path, traces: TraceSet, sources: Mapping[str, SourceFile])
     """Every trace page for the traces found (each saying how to record one when there is none);
     ``sources`` are the build's parsed vendored files (the kernels page shows compiled bodies from them)."""
     out = TracePages()
-    view = next((v for v in traces.views if not v.pin_moved), None)
+    view = traces.find()
     if view is None:   # every page still exists (hand-written pages link to them) and says how to get a trace
         for uri, title in ((INDEX, "运行轨迹 Trace"), (kernels_page.KERNELS_URI, "融合内核 Fused kernels"),
                            (numerics_page.NUMERICS_URI, "数值 Numerics")):

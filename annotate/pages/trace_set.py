@@ -25,7 +25,7 @@ from typing import Mapping
 from annotate.project import Project
 from annotate.trace.store import Trace, find_traces, load_trace
 from annotate.trace.validate import non_finite
-from annotate.vendoring.lock import VENDOR_DIR
+from annotate.vendoring.lock import VENDOR_DIR, sha256_bytes
 from annotate.vendoring.sync import local_hashes
 
 DEFAULT_KEY = "cpu"   # the Makefile's default trace: traces/cpu (bfloat16)
@@ -208,15 +208,14 @@ def _order(view: TraceView) -> tuple:
     return (view.key != DEFAULT_KEY, view.device != "cpu", view.dtype != "bfloat16", view.key)
 
 
-def load_traces(root: Path, upstream_commit: str | None, here: dict[str, str] | None = None,
-                today: Mapping[str, bytes] | None = None) -> TraceSet:
+def load_traces(root: Path, upstream_commit: str | None, today: Mapping[str, bytes] | None = None) -> TraceSet:
     """Load every trace under `<root>/traces`; a bad trace file raises its one-line UserError.
 
-    ``here`` is the sha256 of every file of ``vendor/nano-vllm`` and ``today`` their bytes, when the
-    caller has them (the build's snapshot does); otherwise the folder is hashed once for all traces,
-    and each trace reads the files it places its records on."""
+    ``today`` is the bytes of every file of ``vendor/nano-vllm`` when the caller has them (the build's
+    snapshot does): their hashes are what the traces are compared with. Without them the folder is
+    hashed once for all traces, and each trace reads the files it places its records on."""
     views = []
-    here = local_hashes(root / VENDOR_DIR) if here is None else here
+    here = local_hashes(root / VENDOR_DIR) if today is None else {p: sha256_bytes(d) for p, d in today.items()}
     for folder in find_traces(root):
         trace = load_trace(folder, root, today)
         traced_commit = (trace.vendor.get("upstream") or {}).get("commit")

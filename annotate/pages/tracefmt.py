@@ -21,6 +21,7 @@ MATH_WORDS = {
     "x2": "该层的输出 x₂（下一层的 x）— output of the layer (next layer's x)",
     "final_norm": "最后的归一化 — final norm of the model",
 }
+NONE_KEY = "none"   # the layer key of records outside the decoder layers (Qwen3Model.forward, model.norm)
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
 
 
@@ -89,3 +90,13 @@ def value_url(from_src_uri: str, path: str, line: int, layer: int | None = None,
 
 def esc(text: Any) -> str:
     return html.escape(str(text))
+
+
+def layer_key(layer: int | None) -> str:
+    """The key a layer goes by in the panels and placeholders: its number, or ``none`` outside the layers."""
+    return NONE_KEY if layer is None else str(layer)
+
+
+def layer_name(key: str) -> str:
+    """A layer key in words, Chinese first: ``第 2 层 layer 2`` or ``层外 outside the layers``."""
+    return "层外 outside the layers" if key == NONE_KEY else f"第 {key} 层 layer {key}"
