@@ -277,7 +277,7 @@ class Sources:
         if path not in self.cache:
             if self.registry is None:
                 self.registry = Registry(self.root)
-            file = self.registry.file(path) if path else self.root / VENDOR_DIR / path
+            file = self.registry.file(path)
             self.cache[path] = load(file, path) if file.is_file() else None
         return self.cache[path]
 
