@@ -34,7 +34,6 @@ from annotate.errors import UserError
 from annotate.project import Project
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
-from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.registry import Registry
 from annotate.vendoring.sync import vendored_files
 
