@@ -18,6 +18,7 @@ Syntax (in any hand-written page, MkDocs' ``docs_dir``, outside fenced code and 
 """
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass
@@ -158,8 +159,9 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder:
     return "\n".join(lines)
 
 
-def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER) -> list[str]:
-    """Every problem on a page, one line each (empty when all claims hold)."""
+def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER,
+             table: Callable[[], Table] | None = None) -> list[str]:
+    """Every problem on a page, one line each (empty when all claims hold); ``table`` as for :func:`expand`."""
     try:
         found = find_claims(markdown, page, folder)
     except ClaimError as exc:
@@ -168,28 +170,34 @@ def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER) ->
         return []
     from annotate.lesson.table import load_table
 
-    table, out = load_table(root), []
+    claims, out = table() if table is not None else load_table(root), []
     for ph in found:
         try:
-            _value(ph, table)
+            _value(ph, claims)
         except ClaimError as exc:
             out.append(str(exc))
     return out
 
 
 def scan_claims(project: Project | Path) -> list[str]:
-    """Problems of every hand-written page, listed as the build lists them (for `annotate check`)."""
+    """Problems of every hand-written page, listed as the build lists them (for `annotate check`).
+
+    The claims table is loaded once, on the first page that needs it, and shared by every page.
+    """
     from annotate.codec import read_text
     from annotate.lesson.diagrams import page_problems  # the element-level diagrams' numbers too
+    from annotate.lesson.table import load_table
 
     found = project_if_any(project) if isinstance(project, Path) else project
     out: list[str] = []
     if found is None:  # no mkdocs.yml: no hand-written pages
         return out
+    root = found.root
+    table = functools.cache(lambda: load_table(root))
     for page in found.pages():
         text = read_text(page.path, f"{found.docs_label}/{page.uri}")
-        out += problems(text, page.uri, found.root, found.docs_label)
-        out += page_problems(text, page.uri, found.root, found.docs_label)
+        out += problems(text, page.uri, root, found.docs_label, table)
+        out += page_problems(text, page.uri, root, found.docs_label, table)
     return out
 
 

@@ -1,6 +1,6 @@
 """Where a vendored line lives on the site and upstream: page paths and pinned permalinks.
 
-Every upstream link goes through the line map (:func:`annotate.vendoring.line_map`): a local line
+Every upstream link goes through the line map (:class:`annotate.vendoring.LineMap`): a local line
 with an upstream counterpart links to that upstream line at the pinned full commit; a span with
 any local-only line gets no permalink, and callers say so on the page.
 """

@@ -34,7 +34,6 @@ from annotate.errors import UserError
 from annotate.project import Project
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
-from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.registry import Registry
 from annotate.vendoring.sync import vendored_files
 
@@ -277,7 +276,7 @@ class Sources:
         if path not in self.cache:
             if self.registry is None:
                 self.registry = Registry(self.root)
-            file = self.registry.file(path) if path else self.root / VENDOR_DIR / path
+            file = self.registry.file(path)
             self.cache[path] = load(file, path) if file.is_file() else None
         return self.cache[path]
 
@@ -295,8 +294,19 @@ def all_anchors(root: Path) -> list[Anchor]:
     """Every anchor the project holds: notes first, then prose references in docs/, then the map's (with origins)."""
     from annotate import framework_map, references  # they sit beside notes; imported late to keep load cheap
 
-    return (note_anchors(load_all(root)) + [r.anchor for r in references.scan_references(root)]
+    vendored = _vendored_once(root, root)
+    return (note_anchors(load_all(root, set(vendored))) + [r.anchor for r in references.scan_references(root, vendored)]
             + framework_map.map_anchors(root))
+
+
+def _vendored_once(project: Project | Path, root: Path) -> list[str]:
+    """The vendored paths, walked once for the notes and the pages' references alike.
+
+    Empty, with no walk, when neither needs them (a bare root with no ``notes/`` and no mkdocs.yml),
+    so a missing copy is still no error there, as when each walked on its own.
+    """
+    wanted = isinstance(project, Project) or (root / Project.NOTES_DIR).is_dir() or (root / Project.CONFIG_NAME).is_file()
+    return vendored_files(root) if wanted else []
 
 
 def check(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
@@ -305,11 +315,13 @@ def check(project: Project | Path, math_check: Callable[[str], str | None] | Non
     from annotate import framework_map, references
 
     root = project.root if isinstance(project, Project) else project
-    files = load_all(root)
+    vendored = _vendored_once(project, root)
+    files = load_all(root, set(vendored))
     if math_check is not None:
         vet_math(files, math_check)
     sources = Sources(root)
-    anchors = note_anchors(files) + [r.anchor for r in references.scan_references(project)] + framework_map.map_anchors(root)
+    anchors = (note_anchors(files) + [r.anchor for r in references.scan_references(project, vendored)]
+               + framework_map.map_anchors(root))
     return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in anchors))
 
 

@@ -94,11 +94,6 @@ class Project:
     # ------------------------------------------------------------ folders
 
     @property
-    def docs(self) -> Path:
-        """The hand-written pages (MkDocs' docs_dir)."""
-        return self.docs_dir
-
-    @property
     def notes(self) -> Path:
         return self.root / self.NOTES_DIR
 

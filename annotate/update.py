@@ -155,12 +155,7 @@ def read_source(url_or_path: str, rev: str, lock: Lock | None = None, upstream: 
     """
     if not upstream.primary and lock is not None:
         return _read_included(url_or_path, rev, lock)
-    if not _URL.match(url_or_path):
-        local = Path(url_or_path).expanduser()
-        if not local.is_dir():
-            raise UserError(f"{url_or_path}: no such folder; pass a clone of nano-vllm or its URL to --git")
-        if _git_dir(local) is None:
-            raise UserError(f"{url_or_path}: not a git repository; pass a clone of nano-vllm (git clone URL) or its URL")
+    _refuse_non_repo(url_or_path, "nano-vllm")
     commit = read_git(url_or_path, rev, allow_dirty=False)
     missing = [name for name in REQUIRED if name not in commit.files]
     if missing:
@@ -207,13 +202,14 @@ def _read_included(url_or_path: str, rev: str, lock: Lock) -> GitCommit:
     return commit
 
 
-def _refuse_non_repo(url_or_path: str) -> None:
+def _refuse_non_repo(url_or_path: str, name: str = "the upstream") -> None:
+    """Refuse a local ``--git`` that is no folder or no git repository (a URL is left to git); ``name``: whose clone."""
     if not _URL.match(url_or_path):
         local = Path(url_or_path).expanduser()
         if not local.is_dir():
-            raise UserError(f"{url_or_path}: no such folder; pass a clone of the upstream or its URL to --git")
+            raise UserError(f"{url_or_path}: no such folder; pass a clone of {name} or its URL to --git")
         if _git_dir(local) is None:
-            raise UserError(f"{url_or_path}: not a git repository; pass a clone (git clone URL) or its URL")
+            raise UserError(f"{url_or_path}: not a git repository; pass a clone of {name} (git clone URL) or its URL")
 
 
 def new_lock(old: Lock, commit: GitCommit, url_or_path: str, repo_url: str | None) -> Lock:

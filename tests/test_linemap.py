@@ -3,11 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from annotate.vendoring import line_map, read_lock
-from annotate.vendoring.linemap import build, format_ranges, ranges
-from annotate.vendoring.lock import LOCK_NAME, Upstream, UpstreamFile
+from annotate.vendoring.linemap import LineMap, build, format_ranges, ranges
+from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, Lock, Upstream, UpstreamFile, read_lock
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def line_map(root: Path, path: str, lock: Lock | None = None) -> LineMap:
+    """The line map of nano-vllm's vendored ``path`` under ``root`` against its lock's pin (``lock`` or the file's)."""
+    lock = lock or read_lock(root / LOCK_NAME)
+    return build(path, (root / VENDOR_DIR / path).read_bytes(), lock.upstream)
 
 
 def test_ranges_collapse_runs() -> None:

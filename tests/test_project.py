@@ -45,7 +45,7 @@ def test_the_defaults_are_mkdocs_own() -> None:
 def test_docs_and_site_dir_are_read_relative_to_the_config(tmp_path: Path) -> None:
     root = _root(tmp_path, "site_name: t\ndocs_dir: pages\nsite_dir: out/web\n", "pages")
     project = Project.load(root)
-    assert project.docs == root.resolve() / "pages" and project.docs_label == "pages"
+    assert project.docs_dir == root.resolve() / "pages" and project.docs_label == "pages"
     assert project.site_dir == root.resolve() / "out/web"
     assert project.notes == root.resolve() / "notes" and project.traces == root.resolve() / "traces"
     assert project.inputs[0] == "pages" and "docs" not in project.inputs

@@ -21,6 +21,7 @@ from annotate import update, vendoring
 from annotate.anchors import Anchor
 from annotate.cli import main
 from annotate.errors import UserError
+from annotate.vendoring import linemap
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, UpstreamFile, read_lock
 from annotate.vendoring.sync import local_hashes
 
@@ -188,9 +189,9 @@ def test_lines_inserted_above_symbol_move_anchors_and_permalinks_follow(project,
     assert moved.new_permalink == f"{old_repo}/blob/{shas['insert']}/{LAYERNORM}#L39"
     assert [(c.path, c.state) for c in plan.file_changes if c.path == LAYERNORM] == [(LAYERNORM, "changed")]
     update.apply_update(project, plan)
-    lmap = vendoring.line_map(project, LAYERNORM)
-    assert lmap.identical and lmap.upstream_line(39) == 39
     lock = read_lock(project / LOCK_NAME)
+    lmap = linemap.build(LAYERNORM, (project / VENDOR_DIR / LAYERNORM).read_bytes(), lock.upstream)
+    assert lmap.identical and lmap.upstream_line(39) == 39
     assert lock.upstream.permalink(LAYERNORM, lmap.upstream_line(39)) == moved.new_permalink
     assert "moved" in update.render(plan, applied=True) and "36 → 39" in update.render(plan, applied=True)
 

@@ -85,11 +85,11 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
 
     from annotate import guard
 
-    config_file = Project.load(root).config_file  # a missing or unreadable mkdocs.yml is one line, before anything
-    guard.refuse_unsafe_output(root, target, "--site-dir", ours=is_previous_site)
+    project = Project.load(root)  # a missing or unreadable mkdocs.yml is one line, before anything
+    guard.refuse_unsafe_output(root, target, "--site-dir", inputs=project.inputs, ours=is_previous_site)
     target.parent.mkdir(parents=True, exist_ok=True)
     with guard.output_lock(root, target, "--site-dir"):
-        _build_and_swap(config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config)
+        _build_and_swap(project.config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config)
 
 
 def is_previous_site(folder: Path) -> bool:

@@ -25,16 +25,13 @@ from annotate.lesson.model import Family
 FamilyFn = Callable[[dict[str, Any]], Family]
 
 
-def families(root: Path | None = None) -> dict[str, FamilyFn]:
+def families(root: Path) -> dict[str, FamilyFn]:
     """Claim-name prefix -> function computing that family (``traced`` reads traces under ``root``)."""
     from annotate.lesson import counterexamples, rmsnorm, shapes, swiglu, traced
 
-    out: dict[str, FamilyFn] = {"rmsnorm": rmsnorm.family, "mlp": swiglu.mlp_family,
-                                "swiglu": swiglu.swiglu_family, "shape": shapes.family,
-                                "counter": counterexamples.family}
-    if root is not None:
-        out["traced"] = lambda mods: traced.family(mods, root)
-    return out
+    return {"rmsnorm": rmsnorm.family, "mlp": swiglu.mlp_family, "swiglu": swiglu.swiglu_family,
+            "shape": shapes.family, "counter": counterexamples.family,
+            "traced": lambda mods: traced.family(mods, root)}
 
 
 def one_line(exc: BaseException) -> str:

@@ -16,10 +16,13 @@ import re
 import struct
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from annotate.claims import ClaimError, format_value
 from annotate.project import DOCS_FOLDER
+
+if TYPE_CHECKING:  # the table is imported where it is used, as in annotate.claims
+    from annotate.lesson.table import Table
 
 PAGE = "diagrams.md"
 ARITHMETIC_TOL = 1e-4
@@ -402,21 +405,22 @@ def drawn(key: str, table: Any, where: str) -> Diagram:
         raise ClaimError(f"{where}: {exc}") from None
 
 
-def page_problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER) -> list[str]:
+def page_problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER,
+                  table: Callable[[], Table] | None = None) -> list[str]:
     """One line per diagram placed on a page that cannot be drawn (for `annotate check`); ``folder`` names
-    the docs folder in messages (Project.docs_label)."""
+    the docs folder in messages (Project.docs_label); ``table`` gives the claims (default: loaded from ``root``)."""
     keys = DIAGRAM_LINE.findall(markdown)
     if not keys:
         return []
     from annotate.lesson.table import load_table
 
-    table, out = load_table(root), []
+    claims, out = table() if table is not None else load_table(root), []
     for key in keys:
         if key not in BUILDERS:
             out.append(f"{folder}/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")
             continue
         try:
-            drawn(key, table, f"{folder}/{page}")
+            drawn(key, claims, f"{folder}/{page}")
         except ClaimError as exc:
             out.append(str(exc))
     return out

@@ -28,12 +28,14 @@ from typing import Any
 
 from annotate.lesson.capture import locals_at_return
 from annotate.lesson.model import Family
+from annotate.project import Project
+from annotate.trace.options import TRACE_DEFAULTS
 from annotate.trace.store import ADD_RMS
 
 LAYER_FN = "Qwen3DecoderLayer.forward"
 LAYER = 1
 TOP = 8
-DEFAULT_TRACE = "cpu"  # traces/cpu, the Makefile's default
+DEFAULT_TRACE = TRACE_DEFAULTS.device  # `annotate trace` writes its default trace to traces/<device>: traces/cpu
 
 
 def pick_trace(root: Path) -> tuple[Any | None, str]:
@@ -48,7 +50,7 @@ def pick_trace(root: Path) -> tuple[Any | None, str]:
                 and int(trace.meta["model"]["layers"]) > LAYER and trace.meta["model"].get("kind") == "preset":
             return trace, ""
     return None, (f"no bf16 trace with saved tensors of a preset model with more than {LAYER} layers under "
-                  f"{root / 'traces'} (found: {', '.join(p.name for p in found) or 'none'})")
+                  f"{root / Project.TRACES_DIR} (found: {', '.join(p.name for p in found) or 'none'})")
 
 
 def _call(trace: Any, layer: int) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """`annotate vendor sync`: materialise each upstream's vendor folder from its lock's source, verified, atomically.
 
 Every function takes the upstream (:class:`annotate.vendoring.registry.Vendor`) it works on; the
-default is nano-vllm, so ``sync(root)`` is what it always was. :func:`sync_all` and
-:func:`vendored_files` cover every upstream the registry lists.
+default is nano-vllm, so ``sync(root)`` is what it always was. :func:`vendored_files` covers every
+upstream the registry lists.
 """
 from __future__ import annotations
 
@@ -157,11 +157,6 @@ def vendor_writer(root: Path, upstream: Vendor = NANO_VLLM) -> Iterator[None]:
         for leftover in lock_path.parent.glob(f".{lock_path.name}.*.tmp"):
             leftover.unlink(missing_ok=True)
         yield
-
-
-def sync_all(root: Path) -> list[tuple[Vendor, SyncResult]]:
-    """:func:`sync` every upstream the registry lists, the primary first."""
-    return [(upstream, sync(root, upstream=upstream)) for upstream in vendors(root)]
 
 
 def sync(root: Path, lock: Lock | None = None, upstream: Vendor = NANO_VLLM) -> SyncResult:
