@@ -75,17 +75,13 @@ def href(file: str, line: int, layer: int | None = None, trace: str | None = Non
 @pytest.fixture(scope="session")
 def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """A scratch project with traces/: this checkout's traces when present, else the tiny session trace."""
-    from site_fixtures import copy_project
+    from site_fixtures import copy_project_with_trace
 
-    dest = copy_project(tmp_path_factory.mktemp("traced") / "project")
+    dest = tmp_path_factory.mktemp("traced") / "project"
     found = find_traces(REPO)
     if found:
-        for folder in found:
-            shutil.copytree(folder, dest / "traces" / folder.name)
-    else:
-        run = request.getfixturevalue("tiny_trace")
-        shutil.copytree(run.out, dest / "traces" / "cpu")
-    return dest
+        return copy_project_with_trace(dest, *found)
+    return copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
 
 
 @pytest.fixture(scope="session")
