@@ -20,14 +20,10 @@ import pytest
 from annotate.source import SourceFile
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.trace.store import Trace, find_traces, load_trace
-from goldens import compare_golden, redact  # noqa: F401  (re-exported for the values tests)
+from goldens import GOLDEN, VENDOR
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO / "tests" / "golden"
 MINI = GOLDEN / "values"
-
-
-VENDOR = REPO / "vendor" / "nano-vllm"
 
 
 def _statement(file: str, line: int, end: int) -> str:
