@@ -112,15 +112,17 @@ def _first(d: dict) -> dict:
 
 
 def checkpoint(change: Callable[[dict], object]) -> Callable[[Path, Path], None]:
-    """A local checkpoint folder {t}/ckpt whose config.json is ``change(valid config)``."""
+    """A local checkpoint folder {t}/ckpt whose config.json is ``change(valid config)``.
+
+    The valid config is the tiny preset's, cut to 2 layers, as `annotate trace` itself writes it.
+    """
     def run(project: Path, scratch: Path) -> None:
+        from annotate.trace.options import PRESETS
+        from annotate.trace.runtime import preset_config  # imports torch: only when the row runs
+
         folder = scratch / "ckpt"
         folder.mkdir()
-        config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64,
-                  "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-                  "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256, "rms_norm_eps": 1e-6,
-                  "max_position_embeddings": 128, "rope_theta": 10000.0, "tie_word_embeddings": True,
-                  "torch_dtype": "bfloat16"}
+        config = preset_config(PRESETS["tiny"], 2, "bfloat16")
         result = change(config)
         body = result if isinstance(result, bytes) else json.dumps(config if result is None else result).encode()
         (folder / "config.json").write_bytes(body)

@@ -44,10 +44,17 @@ def copy_project(dest: Path) -> Path:
     return dest
 
 
-def copy_project_with_trace(dest: Path, trace_dir: Path) -> Path:
-    """:func:`copy_project` whose traces/ holds one recorded trace (e.g. the session's tiny one)."""
+def copy_project_with_trace(dest: Path, *trace_dirs: Path, name: str | None = None) -> Path:
+    """:func:`copy_project` whose traces/ holds the given recorded traces (e.g. the session's tiny one).
+
+    Each lands as ``traces/<its folder name>``; ``name`` renames a single trace (the tiny session trace
+    is recorded elsewhere but read as ``traces/cpu`` by some tests).
+    """
+    if name is not None and len(trace_dirs) != 1:
+        raise ValueError("copy_project_with_trace: name= renames exactly one trace")
     root = copy_project(dest)
-    shutil.copytree(trace_dir, root / "traces" / trace_dir.name)
+    for trace_dir in trace_dirs:
+        shutil.copytree(trace_dir, root / "traces" / (name or trace_dir.name))
     return root
 
 

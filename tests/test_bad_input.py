@@ -9,7 +9,6 @@ import contextlib
 import hashlib
 import io
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ import pytest
 from annotate.cli import main
 from bad_inputs import HELD, ROWS, Row
 from goldens import compare_golden
-from site_fixtures import copy_project
+from site_fixtures import copy_project, copy_project_with_trace
 
 pytest_plugins = ["site_fixtures"]
 
@@ -63,11 +62,13 @@ def run(row: Row, project: Path, scratch: Path) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.en for r in ROWS])
 def test_bad_input_gets_one_line_and_changes_nothing(row: Row, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    project = copy_project(tmp_path / "project")
+    if row.needs == "trace":  # the session's real tiny trace (tests/conftest.py), with its full tensors
+        project = copy_project_with_trace(tmp_path / "project", request.getfixturevalue("tiny_trace").out,
+                                          name="cpu")
+    else:
+        project = copy_project(tmp_path / "project")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    if row.needs == "trace":  # the session's real tiny trace (tests/conftest.py), with its full tensors
-        shutil.copytree(request.getfixturevalue("tiny_trace").out, project / "traces" / "cpu")
     if row.setup is not None:
         row.setup(project, scratch)
     before = snapshot(project, scratch)

@@ -22,8 +22,6 @@ from goldens import compare_golden
 
 pytest_plugins = ["site_fixtures"]
 
-GOLDEN = Path(__file__).with_name("golden")
-
 
 @pytest.fixture(scope="module")
 def traced_root(tmp_path_factory: pytest.TempPathFactory, tiny_trace) -> Path:

@@ -6,7 +6,8 @@ import xml.etree.ElementTree as ET
 
 from annotate.pages.flow import extract, render_svg
 from annotate.pages.tracefmt import sup_label
-from values_fixtures import compare_golden, href, mini
+from goldens import compare_golden
+from values_fixtures import href, mini
 
 QWEN3 = "nanovllm/models/qwen3.py"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from annotate.pages import kernels_page
 from annotate.pages.kernels_page import body_source, traffic
 from annotate.source import parse
-from values_fixtures import compare_golden, href, mini, mini_set, repo_sources
+from goldens import compare_golden
+from values_fixtures import href, mini, mini_set, repo_sources
 
 pytest_plugins = ["site_fixtures"]
 

@@ -9,7 +9,8 @@ from annotate.pages.numerics_page import elementwise, rounding_calls
 from annotate.pages.tracefmt import num
 from annotate.pages.trace_set import TraceSet, TraceView
 import values_fixtures
-from values_fixtures import compare_golden, href, mini, mini_set
+from goldens import compare_golden
+from values_fixtures import href, mini, mini_set
 
 tensor_trace = values_fixtures.tensor_trace  # the session fixture, used by name below
 

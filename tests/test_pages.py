@@ -16,7 +16,6 @@ from annotate.safe_html import prose, split_math
 pytest_plugins = ["site_fixtures"]
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = Path(__file__).with_name("golden")
 ACTIVATION = "nanovllm/layers/activation.py"
 LAYERNORM = "nanovllm/layers/layernorm.py"
 QWEN3 = "nanovllm/models/qwen3.py"

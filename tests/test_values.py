@@ -7,7 +7,8 @@ from annotate.pages.tracefmt import human_bytes, identity_text, nbytes, num, sup
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.values import ValuesPanel, brief, script_uri, unchanged_html
 
-from values_fixtures import compare_golden, mini, mini_set
+from goldens import compare_golden
+from values_fixtures import mini, mini_set
 
 QWEN3 = "nanovllm/models/qwen3.py"
 LAYERNORM = "nanovllm/layers/layernorm.py"

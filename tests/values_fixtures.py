@@ -20,14 +20,10 @@ import pytest
 from annotate.source import SourceFile
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.trace.store import Trace, find_traces, load_trace
-from goldens import compare_golden, redact  # noqa: F401  (re-exported for the values tests)
+from goldens import GOLDEN, VENDOR
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = REPO / "tests" / "golden"
 MINI = GOLDEN / "values"
-
-
-VENDOR = REPO / "vendor" / "nano-vllm"
 
 
 def _statement(file: str, line: int, end: int) -> str:
@@ -75,17 +71,13 @@ def href(file: str, line: int, layer: int | None = None, trace: str | None = Non
 @pytest.fixture(scope="session")
 def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     """A scratch project with traces/: this checkout's traces when present, else the tiny session trace."""
-    from site_fixtures import copy_project
+    from site_fixtures import copy_project_with_trace
 
-    dest = copy_project(tmp_path_factory.mktemp("traced") / "project")
+    dest = tmp_path_factory.mktemp("traced") / "project"
     found = find_traces(REPO)
     if found:
-        for folder in found:
-            shutil.copytree(folder, dest / "traces" / folder.name)
-    else:
-        run = request.getfixturevalue("tiny_trace")
-        shutil.copytree(run.out, dest / "traces" / "cpu")
-    return dest
+        return copy_project_with_trace(dest, *found)
+    return copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
 
 
 @pytest.fixture(scope="session")
