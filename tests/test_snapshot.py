@@ -20,10 +20,10 @@ from annotate.pages.snapshot import Snapshot, build_snapshot
 from annotate.pages.trace_set import TraceReview
 from annotate.vendoring import linemap
 
+from site_fixtures import copy_project_with_trace
 from values_fixtures import mini_dir, mini_set
 
 pytest_plugins = ["site_fixtures"]
-REPO = Path(__file__).resolve().parents[1]
 QWEN3 = "nanovllm/models/qwen3.py"
 LAYERNORM = "nanovllm/layers/layernorm.py"
 HF = "transformers/models/qwen3/modeling_qwen3.py"
@@ -36,8 +36,11 @@ def docs_pages(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def facts() -> Snapshot:
-    return build_snapshot(REPO, docs_pages(REPO))
+def facts(tmp_path_factory: pytest.TempPathFactory) -> Snapshot:
+    """The snapshot of a copy of this project whose traces/ holds the committed mini trace as ``cpu``:
+    a clean clone that runs only `make test` (as CI does) has no traces of its own."""
+    root = copy_project_with_trace(tmp_path_factory.mktemp("snapshot") / "project", mini_dir("bf16"), name="cpu")
+    return build_snapshot(root, docs_pages(root))
 
 
 def test_it_holds_every_vendored_file_with_its_parse_line_map_status_and_lock(facts: Snapshot) -> None:

@@ -3,7 +3,7 @@
 Loaded with ``pytest_plugins = ["values_fixtures"]``. The mini traces (tests/golden/values/*/trace.json,
 see tests/trace_mini.py) keep goldens stable; the browser tests build a scratch project whose
 ``traces/`` holds the real traces of this checkout (from `make site`), or — when there are none —
-the tiny trace the trace tests' session fixture records (one real compiled run, ~10 s).
+the tiny traces the trace tests' session fixtures record (real compiled runs, bf16 and float32).
 """
 from __future__ import annotations
 
@@ -70,14 +70,18 @@ def href(file: str, line: int, layer: int | None = None, trace: str | None = Non
 
 @pytest.fixture(scope="session")
 def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    """A scratch project with traces/: this checkout's traces when present, else the tiny session trace."""
+    """A scratch project with traces/: this checkout's traces when present (after `make site`), else the
+    tiny session traces, bf16 as ``cpu`` and float32 as ``cpu-float32`` — two, so that a clean clone
+    running only `make test` (as CI does) still tests the trace switch."""
     from site_fixtures import copy_project_with_trace
 
     dest = tmp_path_factory.mktemp("traced") / "project"
     found = find_traces(REPO)
     if found:
         return copy_project_with_trace(dest, *found)
-    return copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
+    root = copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
+    shutil.copytree(request.getfixturevalue("tiny_trace_f32").out, root / "traces" / "cpu-float32")
+    return root
 
 
 @pytest.fixture(scope="session")
