@@ -21,20 +21,18 @@ import errno
 import fcntl
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator
 
+from annotate.atomic import OLD, STAGING
 from annotate.errors import UserError
 from annotate.project import Project, project_inputs
 
 #: the file every folder written by `annotate build` carries: "this folder is a previous output"
 OUTPUT_MARKER = ".annotate-output"
 LOCKS_DIR = f"{Project.CACHE_DIR}/locks"
-#: staging names of the atomic writes: `.<name>.new-XXXX`, `.<name>.tmp-XXXX`, `.<name>.old-XXXX`
-_STAGING = re.compile(r"^\.(?P<name>.+)\.(?P<kind>new|tmp|old)-[^/]+$")
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -134,19 +132,19 @@ def lock_path(root: Path, target: Path) -> Path:
 def sweep(target: Path) -> list[str]:
     """Clean what a killed run left beside ``target``; return what was done (for tests and messages).
 
-    Staging folders (``.<name>.new-*``/``.tmp-*``) are removed. A previous copy moved aside by a
-    swap (``.<name>.old-*``) is put back when ``target`` is missing (the swap died between its two
-    renames), else removed. Call it only while holding :func:`output_lock`.
+    Staged files and folders (``.<name>.new-*``, :data:`annotate.atomic.STAGING`) are removed. A
+    previous copy moved aside by a swap (``.<name>.old-*``) is put back when ``target`` is missing (the
+    swap died between its two renames), else removed. Call it only while holding :func:`output_lock`.
     """
     parent, done = target.parent, list[str]()
     if not parent.is_dir():
         return done
     olds = []
     for entry in sorted(parent.iterdir()):
-        m = _STAGING.match(entry.name)
+        m = STAGING.match(entry.name)
         if not m or m.group("name") != target.name:
             continue
-        if m.group("kind") == "old":
+        if m.group("kind") == OLD:
             olds.append(entry)
         else:
             _remove(entry)
@@ -176,8 +174,8 @@ def recover_outputs(root: Path, folder: Path) -> list[str]:
     if not folder.is_dir():
         return done
     for entry in sorted(folder.iterdir()):
-        m = _STAGING.match(entry.name)
-        if not m or m.group("kind") != "old" or (folder / m.group("name")).exists():
+        m = STAGING.match(entry.name)
+        if not m or m.group("kind") != OLD or (folder / m.group("name")).exists():
             continue
         target = folder / m.group("name")
         with contextlib.suppress(UserError), output_lock(root, target, "output"):

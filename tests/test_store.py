@@ -148,9 +148,9 @@ def test_write_trace_stages_in_a_hidden_folder(tmp_path: Path, monkeypatch: pyte
         seen.append((staged.name, staged.parent, sorted(p.name for p in staged.iterdir())))
         real(staged, target, then)
 
-    monkeypatch.setattr(store, "swap_dir", spy)
+    monkeypatch.setattr(atomic, "swap_dir", spy)
     out = store.write_trace(tmp_path / "t", _payload(), None, force=False)
-    assert seen and seen[0][0].startswith(".t.tmp-") and seen[0][1] == tmp_path and seen[0][2] == ["trace.json"]
+    assert seen and seen[0][0].startswith(".t.new-") and seen[0][1] == tmp_path and seen[0][2] == ["trace.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"] and (out.stat().st_mode & 0o777) == 0o755
 
 
@@ -160,7 +160,7 @@ def test_a_failed_swap_keeps_the_previous_trace(tmp_path: Path, monkeypatch: pyt
     real = os.replace
 
     def fail_putting_the_new_one_in(src, dst) -> None:
-        if Path(src).name.startswith(".t.tmp-"):       # the old trace was already moved aside
+        if Path(src).name.startswith(".t.new-"):       # the old trace was already moved aside
             raise OSError(28, "No space left on device")
         real(src, dst)
 

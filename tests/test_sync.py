@@ -131,3 +131,21 @@ def test_an_include_list_upstream_materialises_only_its_files(lock_project: Path
     assert sync_one(lock_project, upstream=hf).changed is False   # verified, nothing to do
     (lock_project / hf.dir / files[0]).write_text("edited\n")
     assert sync_one(lock_project, upstream=hf).restored == tuple(files)
+
+
+def test_the_vendored_copy_is_readable_like_any_folder(lock_project: Path) -> None:
+    """Staged with mkdtemp, it used to land as mode 0700 (only its writer could read it)."""
+    from annotate.atomic import DIR_MODE, FILE_MODE
+
+    sync(lock_project)
+    vendor = lock_project / VENDOR_DIR
+    assert vendor.stat().st_mode & 0o777 == DIR_MODE and (vendor / "LICENSE").stat().st_mode & 0o777 == FILE_MODE
+
+
+def test_a_staged_lock_a_killed_update_left_is_swept(lock_project: Path) -> None:
+    from annotate.atomic import stage_file
+
+    lock = lock_project / LOCK_NAME
+    leftover = stage_file(lock, b"{half")
+    sync(lock_project)
+    assert not leftover.exists() and read_lock(lock)

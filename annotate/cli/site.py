@@ -3,10 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from annotate.errors import UserError
@@ -102,24 +99,19 @@ def is_previous_site(folder: Path) -> bool:
 
 def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config) -> None:
     """MkDocs into a hidden staging folder beside ``target`` (git-ignored, swept next time), then the swap."""
-    from annotate.atomic import swap_dir
+    from annotate.atomic import replace_dir
     from annotate.guard import mark
 
-    staged = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     log = _MkDocsLog()
     try:
-        config = load_config(str(config_file), strict=strict, site_dir=str(staged))
-        build(config)
+        with replace_dir(target) as staged:
+            config = load_config(str(config_file), strict=strict, site_dir=str(staged))
+            build(config)
+            mark(staged)
     except failures as exc:
         raise UserError("\n".join(log.errors) or f"build failed: {exc}; see the warnings above") from None
-    else:
-        os.chmod(staged, 0o755)
-        mark(staged)
-        swap_dir(staged, target)
     finally:
         log.close()
-        if staged.exists():
-            shutil.rmtree(staged, ignore_errors=True)
 
 
 _PAGE_ERROR = ("Error reading page", "Error building page")

@@ -11,7 +11,7 @@ A trace is a directory (default `traces/cpu`):
 The JSON layout is documented in docs/trace-format.md. This module is the only reader and writer:
 `load_trace()` validates the format and version (one-line `UserError` otherwise) and returns a
 `Trace` with a small query API; `write_trace()` stages the trace in a hidden folder beside it
-(`.<name>.tmp-XXXX`) and swaps it in with `annotate.atomic.swap_dir`, so a reader never sees half a
+(`.<name>.new-XXXX`) and swaps it in with `annotate.atomic.replace_dir`, so a reader never sees half a
 trace and a failed swap puts the previous trace back. `find_traces()` skips folders whose name starts
 with "." (staging and swap-aside folders a killed run can leave). Loading needs no torch (tensors
 load lazily).
@@ -21,14 +21,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from annotate import codec
-from annotate.atomic import swap_dir
+from annotate.atomic import replace_dir
 from annotate.errors import UserError
 from annotate.trace import placement
 from annotate.trace import validate
@@ -312,7 +310,7 @@ _LEGACY_STAGING = re.compile(r"\.tmp-(old-)?\d+$")
 def find_traces(root: Path) -> list[Path]:
     """Trace directories under `<root>/traces` (those holding a trace.json), sorted.
 
-    Folders whose name starts with "." are skipped: `write_trace` stages in `.<name>.tmp-XXXX` and
+    Folders whose name starts with "." are skipped: `write_trace` stages in `.<name>.new-XXXX` and
     `swap_dir` moves the old trace aside to `.<name>.old-XXXX`, and a killed run can leave either
     behind (possibly half-written). So are `<name>.tmp-<pid>` folders left by older versions.
     """
@@ -350,26 +348,18 @@ def is_trace_dir(folder: Path) -> bool:
 
 
 def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | None, force: bool) -> Path:
-    """Write `payload` (+ tensors) to `out` atomically: build a hidden `.<out>.tmp-XXXX` beside it, then
-    swap it into place (`annotate.atomic.swap_dir`: on failure the previous trace stays at `out`)."""
+    """Write `payload` (+ tensors) to `out` atomically (`annotate.atomic.replace_dir`: staged in a hidden
+    `.<out>.new-XXXX` beside it, then swapped in; on failure the previous trace stays at `out`)."""
     check_out(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        os.chmod(staged, 0o755)  # mkdtemp makes it 0700; a trace folder is as readable as any other
+    with replace_dir(out) as staged:
         if tensors:
             from safetensors.torch import save_file
 
             save_file({k: v.contiguous() for k, v in tensors.items()}, str(staged / TENSORS_NAME))
-            os.chmod(staged / TENSORS_NAME, 0o644)
         body = json.dumps({"format": TRACE_FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
                           separators=(",", ":"), allow_nan=True)
         validate.check_payload(json.loads(body), staged / JSON_NAME)  # the writer obeys the reader's model
         (staged / JSON_NAME).write_text(body, encoding="utf-8")
-        swap_dir(staged, out)
-    except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
     return out
 
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from annotate import guard
-from annotate.atomic import swap_dir
+from annotate.atomic import replace_dir
 from annotate.errors import UserError
 from annotate.project import Project
 from annotate.vendoring.lock import Lock, read_lock, sha256_bytes, write_lock
@@ -153,9 +151,7 @@ def vendor_writer(root: Path, upstream: Vendor = NANO_VLLM) -> Iterator[None]:
     vendor = root / upstream.dir
     guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home=Project.VENDOR_DIR)
     with guard.output_lock(root, vendor, "vendor folder"):
-        lock_path = root / upstream.lock_name
-        for leftover in lock_path.parent.glob(f".{lock_path.name}.*.tmp"):
-            leftover.unlink(missing_ok=True)
+        guard.sweep(root / upstream.lock_name)   # a staged lock a killed `vendor update` left
         yield
 
 
@@ -204,14 +200,9 @@ def stage(files: dict[str, bytes], vendor: Path, then: Callable[[], None] | None
     ``then`` runs once the new folder is in place (vendor update renames its staged lock there);
     if it fails, the previous folder is put back. Either way no temp folder is left behind.
     """
-    vendor.parent.mkdir(parents=True, exist_ok=True)
-    staged = Path(tempfile.mkdtemp(prefix=f".{vendor.name}.tmp-", dir=vendor.parent))
-    try:
+    with replace_dir(vendor, then) as staged:
         for rel, data in sorted(files.items()):
             write_file(staged / rel, data)
-        swap_dir(staged, vendor, then)
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
 
 
 def write_file(path: Path, data: bytes) -> None:
