@@ -103,7 +103,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         if three:
             site.pages[MAP_URI] = three.markdown
         assets = _plugin_error(lambda: site_assets(self.root))
-        traced = _plugin_error(lambda: trace_pages(self.root, facts.traces, facts.sources))
+        traced = _plugin_error(lambda: trace_pages(facts.traces, facts.sources, facts.files))
         self._report([*site.problems, *facts.reference_problems, *(three.problems if three else [])])
         for uri, text in {**site.pages, **site.files, **traced.pages, **traced.files}.items():
             files.append(File.generated(config, uri, content=text))

@@ -50,3 +50,45 @@ def test_in_place_table_links_open_the_panel_at_the_calls_layer_and_trace() -> N
     links = [html.unescape(u) for u in re.findall(r'<a href="([^"]+)">L\d+</a>', table.split("</table>")[0])]
     layer = next(r.layer for r in mini("f32").records if r.function == numerics_page.ADD_RMS and r.kind == "line")
     assert links and all(link.endswith(f"&layer={layer}&trace=cpu-float32") for link in links), links
+
+
+def _vllm_row(page: str) -> str:
+    """The vLLM native row of the vLLM section's table."""
+    return next(row for row in page.split("<tr>") if row.startswith("<td>vLLM 原生 native"))
+
+
+def test_vllm_section_runs_the_snapshots_bytes_of_the_op(tensor_trace, monkeypatch) -> None:
+    """The section executes the op file's bytes the build's snapshot holds (what a strict build verified), and
+    never reads the file from disk: a snapshot whose bytes differ from the disk copy shows their result."""
+    import builtins
+    import dataclasses
+    from pathlib import Path
+
+    from annotate.trace.vllm_native import OPS_FILE, VENDOR
+
+    files = values_fixtures.repo_files()
+    traces = TraceSet([TraceView("cpu", mini()), TraceView("tiny", tensor_trace)])
+    page = numerics_page.render(traces, href, files)
+    calls = re.search(r"Run on (\d+) recorded calls: (\d+) bit-identical", _vllm_row(page))
+    assert calls and int(calls[1]) > 0 and calls[1] == calls[2]                # the op as vendored: nano-vllm's sum
+    # the same file with a wrapper appended that doubles the residual the op returns: only these bytes know it
+    doubled = files[OPS_FILE].data + (b"\n\n_real_op = fused_add_rms_norm\n\n\n"
+                                      b"def fused_add_rms_norm(x, residual, *args, **kwargs):\n"
+                                      b"    out, res = _real_op(x, residual, *args, **kwargs)\n"
+                                      b"    return out, res * 2\n")
+    changed = {**files, OPS_FILE: dataclasses.replace(files[OPS_FILE], data=doubled)}
+    op_path = (values_fixtures.REPO / VENDOR / OPS_FILE).resolve()
+    reads: list[str] = []
+    read_bytes, read_text, open_ = Path.read_bytes, Path.read_text, builtins.open
+
+    def note(path: object) -> None:
+        if isinstance(path, (str, Path)) and Path(path).resolve() == op_path:
+            reads.append(str(path))
+
+    monkeypatch.setattr(Path, "read_bytes", lambda self: (note(self), read_bytes(self))[1])
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (note(self), read_text(self, *a, **k))[1])
+    monkeypatch.setattr(builtins, "open", lambda file, *a, **k: (note(file), open_(file, *a, **k))[1])
+    page = numerics_page.render(traces, href, changed)
+    monkeypatch.undo()
+    assert re.search(rf"Run on {calls[1]} recorded calls: 0 bit-identical", _vllm_row(page)), _vllm_row(page)
+    assert reads == []                                                        # no disk read of the op file

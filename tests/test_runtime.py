@@ -141,3 +141,64 @@ def test_prompt_with_model_uses_the_checkpoints_tokenizer(tmp_path: Path) -> Non
     assert source == "tokenizer"
     assert ids == AutoTokenizer.from_pretrained(str(folder))(prompt)["input_ids"]
     assert len(ids) < len(prompt.encode("utf-8")), "merges were learned: fewer ids than bytes"
+
+
+def _sharded_checkpoint(folder: Path, shards: int, change=None) -> tuple[dict, dict[str, str]]:
+    """The tiny preset (2 layers) written as ``shards`` *.safetensors files, HF's sharded layout; ``change(state)`` first.
+
+    Returns the config and which file holds each weight.
+    """
+    from safetensors.torch import save_file
+
+    folder.mkdir()
+    config = runtime.preset_config(runtime.PRESETS["tiny"], 2, "float32")
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    state = runtime.random_state_dict(config, 0, torch.float32)
+    if change is not None:
+        change(state)
+    names, where = sorted(state), {}
+    for i in range(shards):
+        file = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        save_file({n: state[n] for n in names[i::shards]}, str(folder / file))
+        where.update((n, file) for n in names[i::shards])
+    return config, where
+
+
+def _count_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Route safetensors.safe_open through a wrapper that records each path it opens (and still opens it)."""
+    import safetensors
+
+    opened: list[str] = []
+    real = safetensors.safe_open
+
+    def counting(path, *args, **kw):
+        opened.append(Path(path).name)
+        return real(path, *args, **kw)
+
+    monkeypatch.setattr(safetensors, "safe_open", counting)
+    return opened
+
+
+def test_check_weights_opens_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config, _ = _sharded_checkpoint(tmp_path / "ckpt", 3)
+    opened = _count_opens(monkeypatch)
+    runtime.check_weights(tmp_path / "ckpt", config, 2)
+    files = sorted(p.name for p in (tmp_path / "ckpt").glob("*.safetensors"))
+    assert len(runtime.expected_weights(config, 2)) > 3 * len(files)  # one open per weight would show
+    assert opened == files  # each shard once, in sorted order
+
+
+def test_check_weights_reads_every_shard(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad weight in a later shard is still found through that shard's one handle."""
+    bad = "model.layers.1.mlp.down_proj.weight"
+
+    def nan(state: dict) -> None:
+        state[bad].view(-1)[0] = float("nan")
+
+    config, where = _sharded_checkpoint(tmp_path / "ckpt", 3, nan)
+    assert where[bad] != sorted(set(where.values()))[0]  # not in the first shard
+    opened = _count_opens(monkeypatch)
+    with pytest.raises(UserError, match="holds NaN or infinite values") as exc:
+        runtime.check_weights(tmp_path / "ckpt", config, 2)
+    assert f"{where[bad]}: {bad}: holds NaN" in str(exc.value)
+    assert len(opened) == 3 and len(set(opened)) == 3

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from annotate.pages.trace_pages import HF_SVG, INDEX, NORMS_SVG, trace_pages
 from annotate.pages.trace_set import TraceSet
-from values_fixtures import REPO, mini_set, repo_sources
+from values_fixtures import mini_set, repo_files, repo_sources
 
 
 def test_pages_and_plots_from_the_default_trace() -> None:
-    out = trace_pages(REPO, mini_set("bf16", "f32"), repo_sources())
+    out = trace_pages(mini_set("bf16", "f32"), repo_sources(), repo_files())
     assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md"}
     assert set(out.files) == {NORMS_SVG, HF_SVG}
     index = out.pages[INDEX]
@@ -18,6 +18,6 @@ def test_pages_and_plots_from_the_default_trace() -> None:
 
 
 def test_without_traces_every_page_says_how_to_record_one() -> None:
-    out = trace_pages(REPO, TraceSet(), repo_sources())
+    out = trace_pages(TraceSet(), repo_sources(), repo_files())
     assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md"} and not out.files
     assert all("`annotate trace`" in text for text in out.pages.values())

@@ -15,8 +15,11 @@ LAYERNORM = "nanovllm/layers/layernorm.py"
 
 
 def views(panel: ValuesPanel, path: str, start: int) -> dict[tuple[str, str], str]:
-    """(trace, layer) -> the HTML of that view, as the page's values scripts carry it."""
-    return panel.views(path, start)
+    """(trace, layer) -> the HTML of that view of the panel at `start`, read from the values scripts the
+    page ships (:meth:`ValuesPanel.data_files`): the tests look at what the reader's browser gets."""
+    keys = [t["key"] for t in panel.page_data(path)["values"]["traces"]]
+    return {(trace, layer): view["h"] for trace in keys
+            for layer, view in script_data(panel, path, trace).get(str(start), {}).items()}
 
 
 def script_data(panel: ValuesPanel, path: str, trace: str) -> dict:
@@ -48,7 +51,7 @@ def test_line_156_has_one_view_per_layer_and_the_identity_of_that_layer() -> Non
     data = script_data(panel, QWEN3, "cpu")
     for layer in trace.layers():
         view = got[("cpu", str(layer))]
-        assert data["156"][str(layer)]["h"] == view
+        assert data["156"][str(layer)]["b"] == brief(trace.at(QWEN3, 156, layer=layer))   # the brief beside each view
         res = trace.at(QWEN3, 156, layer=layer)[0].var("residual")
         assert f'data-key="x1" data-layer="{layer}"' in view
         assert f"≡ {sup_label(res.label)}" in view and "与 HF 差 max |Δ|" in view

@@ -13,14 +13,18 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import pytest
 
+from annotate.links import FileFacts
 from annotate.source import SourceFile
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.trace.store import Trace, find_traces, load_trace
 from goldens import GOLDEN, VENDOR
+
+if TYPE_CHECKING:
+    from annotate.pages.snapshot import Snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = GOLDEN / "values"
@@ -105,8 +109,18 @@ def tensor_trace(request: pytest.FixtureRequest) -> Trace:
 
 
 @functools.cache
-def repo_sources() -> Mapping[str, SourceFile]:
-    """The project's parsed vendored files, as the build's snapshot holds them (built once per session)."""
+def repo_snapshot() -> Snapshot:
+    """The project's build snapshot (built once per session)."""
     from annotate.pages.snapshot import build_snapshot
 
-    return build_snapshot(REPO).sources
+    return build_snapshot(REPO)
+
+
+def repo_sources() -> Mapping[str, SourceFile]:
+    """The project's parsed vendored files, as the build's snapshot holds them."""
+    return repo_snapshot().sources
+
+
+def repo_files() -> Mapping[str, FileFacts]:
+    """The project's vendored files as the build's snapshot read them (bytes, parse, line map)."""
+    return repo_snapshot().files

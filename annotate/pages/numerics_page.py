@@ -14,9 +14,9 @@ around them is fixed. Sections:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
+from annotate.links import FileFacts
 from annotate.pages.plots import series
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, num, sup_label
@@ -95,16 +95,17 @@ def elementwise(trace: Trace, call: RoundingCall) -> tuple[int, int, int] | None
     return int((ulps > 0).sum()), int(ulps.max()), a.numel()
 
 
-def render(traces: TraceSet, href: Href, root: Path | None = None) -> str:
-    """The page's Markdown (``root``: the project, whose vendored vLLM op the vLLM section runs)."""
+def render(traces: TraceSet, href: Href, files: Mapping[str, FileFacts] | None = None) -> str:
+    """The page's Markdown. ``files``: the build's vendored files (its snapshot); the vLLM section runs the
+    bytes of vLLM's op file held there, and is left out without them."""
     out = ["---\ntitle: 数值 Numerics\n---\n", "# 数值：nano-vllm 与 HF transformers 的差别 — Numerics\n",
            "页面上的每个数都来自 `traces/` 里的轨迹（页面不手写数字）。Every number on this page is read from a trace "
            "under `traces/`; none is typed by hand.\n"]
     bf = traces.find(dtype="bfloat16") or traces.find(dtype="float16")
     if bf:
         out += [_section_rounding(bf, href), _section_elementwise(traces, href)]
-    if root is not None:
-        out.append(_section_vllm(root, traces, href))
+    if files is not None:
+        out.append(_section_vllm(files, traces, href))
     f32 = traces.find(dtype="float32")
     out.append(_section_f32(f32, bf, href) if f32 else
                "## float32\n\n没有 float32 轨迹 — no float32 trace under `traces/` (`make site` makes one).\n")
@@ -257,16 +258,18 @@ def _lines_links(flag: dict, href: Href) -> str:
     return ", ".join(f'<a href="{esc(href(flag["file"], ln))}">{esc(name)}:{ln}</a>' for ln in flag.get("lines", []))
 
 
-def _section_vllm(root: Path, traces: TraceSet, href: Href) -> str:
-    """Which sum each path normalises, with vLLM's native op run on a trace's recorded add_rms_forward inputs."""
-    from annotate.trace.vllm_native import OPS_FILE, VENDOR, compare_trace
+def _section_vllm(files: Mapping[str, FileFacts], traces: TraceSet, href: Href) -> str:
+    """Which sum each path normalises, with vLLM's native op (the snapshot's bytes of it) run on a trace's
+    recorded add_rms_forward inputs."""
+    from annotate.trace.vllm_native import OPS_FILE, compare_trace
 
     head = ("### 三条路径各归一化哪个和 — which sum each path normalises\n\n"
             '<div class="an-table"><table><thead><tr><th>路径 path</th><th>归一化的和 normalises</th>'
             "<th>依据 evidence</th></tr></thead><tbody>")
     view = next((v for v in traces.views if not v.pin_moved and v.trace.meta.get("tensors_saved")
                  and v.dtype in ("bfloat16", "float16")), None)
-    rows = compare_trace(root, view.trace) if view is not None and (root / VENDOR / OPS_FILE).is_file() else []
+    op_file = files.get(OPS_FILE)
+    rows = compare_trace(op_file.data, view.trace) if view is not None and op_file is not None else []
     same = sum(r.residual.n_diff == 0 and r.normalised.n_diff == 0 for r in rows)
     hf_diff = max((r.hf_normalised.max_ulps for r in rows), default=0)
     op = f'<a href="{esc(href(OPS_FILE, 1))}">ir/ops/layernorm.py</a>'

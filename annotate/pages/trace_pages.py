@@ -7,10 +7,9 @@ trace each page says how to record one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Mapping
 
-from annotate.links import page_url
+from annotate.links import FileFacts, page_url
 from annotate.source import SourceFile
 from annotate.pages import flow, kernels_page, numerics_page, plots
 from annotate.pages.trace_set import TraceSet, TraceView
@@ -36,9 +35,10 @@ def _href(uri: str):
     return href
 
 
-def trace_pages(root: Path, traces: TraceSet, sources: Mapping[str, SourceFile]) -> TracePages:
+def trace_pages(traces: TraceSet, sources: Mapping[str, SourceFile], files: Mapping[str, FileFacts]) -> TracePages:
     """Every trace page for the traces found (each saying how to record one when there is none);
-    ``sources`` are the build's parsed vendored files (the kernels page shows compiled bodies from them)."""
+    ``sources`` are the build's parsed vendored files (the kernels page shows compiled bodies from them),
+    ``files`` its vendored files as read (the numerics page runs vLLM's op from their bytes)."""
     out = TracePages()
     view = traces.find()
     if view is None:   # every page still exists (hand-written pages link to them) and says how to get a trace
@@ -50,7 +50,7 @@ def trace_pages(root: Path, traces: TraceSet, sources: Mapping[str, SourceFile])
     out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
     out.pages[INDEX] = overview(view, traces)
     out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI))
-    out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), root)
+    out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), files)
     return out
 
 

@@ -123,12 +123,6 @@ class ValuesPanel:
     def records(self, view: TraceView, path: str, start: int, key: str) -> list[LineRecord]:
         return [r for r in view.trace.at(path, start) if layer_key(r.layer) == key]
 
-    def views(self, path: str, start: int) -> dict[tuple[str, str], str]:
-        """(trace, layer) -> the HTML of that view of the panel at `start` (what the scripts carry)."""
-        views = [v for v in self.traces.for_file(path) if v.trace.at(path, start)]
-        keys = self._layer_keys(views, path, start)
-        return {(v.key, k): view_body(v, self.records(v, path, start, k), k) for v in views for k in keys}
-
     def panel(self, path: str, start: int) -> str:
         """The collapsed panel of the statement starting at `start`: default brief, layer switch, legend, a slot."""
         views = [v for v in self.traces.for_file(path) if v.trace.at(path, start)]

@@ -226,36 +226,48 @@ def expected_weights(config: dict[str, Any], layers: int) -> dict[str, tuple[int
 
 def check_weights(folder: Path, config: dict[str, Any], layers: int) -> None:
     """Before recording: every weight the model expects is in the *.safetensors, with its shape, a float
-    dtype and only finite values (a missing q_proj once gave a NaN trace and exit 0)."""
+    dtype and only finite values (a missing q_proj once gave a NaN trace and exit 0).
+
+    Each file is opened once and its handle kept for the whole check (a 28-layer checkpoint has ~310
+    weights: one open per weight was ~310 opens); a missing weight is still reported before any
+    tensor is read, and tensors are checked in :func:`expected_weights` order.
+    """
     from safetensors import SafetensorError, safe_open
 
     want = expected_weights(config, layers)
-    found: dict[str, Path] = {}
-    for file in sorted(folder.glob("*.safetensors")):
-        try:
-            with safe_open(str(file), "pt", "cpu") as handle:
+    found: dict[str, tuple[Path, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        for file in sorted(folder.glob("*.safetensors")):
+            try:
+                handle = stack.enter_context(safe_open(str(file), "pt", "cpu"))
                 for key in handle.keys():
-                    found[key] = file
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise UserError(f"{file}: not a readable safetensors file ({str(exc).splitlines()[0][:80]}); "
-                            f"{REDOWNLOAD}") from None
-    missing = sorted(set(want) - set(found))
-    if missing:
-        raise UserError(f"{folder}: weight {missing[0]} missing{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
-                        f"{REDOWNLOAD}")
-    for name, shape in want.items():
-        try:
-            with safe_open(str(found[name]), "pt", "cpu") as handle:
-                tensor = handle.get_tensor(name)
-        except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
-            raise UserError(f"{found[name]}: {name}: unreadable ({str(exc).splitlines()[0][:80]}); {REDOWNLOAD}") from None
-        if tuple(tensor.shape) != shape:
-            raise UserError(f"{found[name]}: {name}: shape {list(tensor.shape)}, expected {list(shape)} from config.json; "
+                    found[key] = (file, handle)
+            except (SafetensorError, OSError, ValueError) as exc:
+                raise UserError(f"{file}: not a readable safetensors file ({str(exc).splitlines()[0][:80]}); "
+                                f"{REDOWNLOAD}") from None
+        missing = sorted(set(want) - set(found))
+        if missing:
+            raise UserError(f"{folder}: weight {missing[0]} missing{f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''}; "
                             f"{REDOWNLOAD}")
-        if not tensor.is_floating_point():
-            raise UserError(f"{found[name]}: {name}: dtype {tensor.dtype}, expected a float dtype; {REDOWNLOAD}")
-        if not bool(torch.isfinite(tensor).all()):
-            raise UserError(f"{found[name]}: {name}: holds NaN or infinite values; {REDOWNLOAD}")
+        for name, shape in want.items():
+            _check_weight(*found[name], name, shape)
+
+
+def _check_weight(file: Path, handle: Any, name: str, shape: tuple[int, ...]) -> None:
+    """One expected weight, read through its file's open handle: readable, of ``shape``, float, finite."""
+    from safetensors import SafetensorError
+
+    try:
+        tensor = handle.get_tensor(name)
+    except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
+        raise UserError(f"{file}: {name}: unreadable ({str(exc).splitlines()[0][:80]}); {REDOWNLOAD}") from None
+    if tuple(tensor.shape) != shape:
+        raise UserError(f"{file}: {name}: shape {list(tensor.shape)}, expected {list(shape)} from config.json; "
+                        f"{REDOWNLOAD}")
+    if not tensor.is_floating_point():
+        raise UserError(f"{file}: {name}: dtype {tensor.dtype}, expected a float dtype; {REDOWNLOAD}")
+    if not bool(torch.isfinite(tensor).all()):
+        raise UserError(f"{file}: {name}: holds NaN or infinite values; {REDOWNLOAD}")
 
 
 def preset_config(preset: Preset, layers: int, dtype: str) -> dict[str, Any]:

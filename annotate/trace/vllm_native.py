@@ -6,8 +6,10 @@ module cannot be imported here (it pulls in vLLM's platform, env and custom-op m
 is not installed), but the op's own module needs only torch and one decorator, ``register_op`` from
 ``vllm.ir.op``, which registers the op with vLLM's dispatcher. So the *vendored* op file is executed
 as it is, under a private package name, with that one decorator replaced by a stand-in that returns
-the function unchanged. The CUDA C kernel (an op of vLLM's compiled ``_C`` extension) needs the compiled
-extension and a GPU: it is not run.
+the function unchanged. A site build passes the op file's bytes from its snapshot (the very bytes a
+strict build checked against the lock, read once); used on its own, the file is read from the project.
+The CUDA C kernel (an op of vLLM's compiled ``_C`` extension) needs the compiled extension and a GPU:
+it is not run.
 
 For every ``add_rms_forward`` call whose tensors a trace saved (the ``tiny`` preset), the op gets the
 call's recorded arguments and its results are compared with nano-vllm's recorded lines: the rounded
@@ -53,11 +55,22 @@ def _register_op(fn: Callable | None = None, **_: Any) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def load_ops(root: Path) -> types.ModuleType:
-    """The vendored ``vllm/ir/ops/layernorm.py``, executed with the registration decorator stood in."""
+def read_ops(root: Path) -> bytes:
+    """The bytes of the vendored op file of project ``root`` (for use outside a build, which holds them already)."""
     path = root / VENDOR / OPS_FILE
     if not path.is_file():
         raise UserError(f"{path}: vLLM's vendored op file is missing; run `annotate vendor sync`")
+    return path.read_bytes()
+
+
+def load_ops(ops: Path | bytes) -> types.ModuleType:
+    """The vendored ``vllm/ir/ops/layernorm.py``, executed with the registration decorator stood in.
+
+    ``ops``: the file's bytes (a build passes the ones its snapshot verified, so it runs exactly those),
+    or a project root to read them from (:func:`read_ops`).
+    """
+    data = read_ops(ops) if isinstance(ops, Path) else ops
+    where = f"{VENDOR}/{OPS_FILE}"   # what tracebacks from the op name
     packages = {name: types.ModuleType(name) for name in (_PACKAGE, f"{_PACKAGE}.ir", f"{_PACKAGE}.ir.ops")}
     for pkg in packages.values():
         pkg.__path__ = []
@@ -65,13 +78,13 @@ def load_ops(root: Path) -> types.ModuleType:
     op.register_op = _register_op  # type: ignore[attr-defined]
     module = types.ModuleType(f"{_PACKAGE}.ir.ops.layernorm")
     module.__package__ = f"{_PACKAGE}.ir.ops"
-    module.__file__ = str(path)
+    module.__file__ = where
     saved = {k: sys.modules.get(k) for k in [*packages, op.__name__, module.__name__]}
     sys.modules.update(packages)
     sys.modules[op.__name__] = op
     sys.modules[module.__name__] = module
     try:
-        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+        exec(compile(data, where, "exec"), module.__dict__)
     finally:
         for name, old in saved.items():
             if old is None:
@@ -81,8 +94,9 @@ def load_ops(root: Path) -> types.ModuleType:
     return module
 
 
-def compare_trace(root: Path, trace: Any) -> list[FusedCompare]:
-    """Run vLLM's native op on every recorded add_rms_forward call with saved tensors (empty when none)."""
+def compare_trace(ops: Path | bytes, trace: Any) -> list[FusedCompare]:
+    """Run vLLM's native op on every recorded add_rms_forward call with saved tensors (empty when none);
+    ``ops`` as for :func:`load_ops`."""
     import torch
 
     calls: dict[tuple[str, int], dict[str, Any]] = {}
@@ -91,7 +105,7 @@ def compare_trace(root: Path, trace: Any) -> list[FusedCompare]:
             calls.setdefault((r.module or "", r.call), {"layer": r.layer, "records": []})["records"].append(r)
     if not calls:
         return []
-    ops = load_ops(root)
+    native = load_ops(ops)
     eps = float(trace.meta["model"]["config"].get("rms_norm_eps", 1e-6))
     out = []
     for (module, _), call in calls.items():
@@ -99,7 +113,7 @@ def compare_trace(root: Path, trace: Any) -> list[FusedCompare]:
         if got is None:
             continue
         x, residual, nano_residual, nano_norm = got
-        v_norm, v_res = ops.fused_add_rms_norm(x.clone(), residual.clone(), None, eps)
+        v_norm, v_res = native.fused_add_rms_norm(x.clone(), residual.clone(), None, eps)
         rounded = nano_residual.float()
         hf_norm = (rounded * torch.rsqrt(rounded.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
         nano = nano_norm.to(x.dtype)
