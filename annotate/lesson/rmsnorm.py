@@ -26,13 +26,13 @@ def closed_form(x: list[float], gamma: list[float], eps: float) -> tuple[float, 
     return mean_sq, rms, [g * v / rms for g, v in zip(gamma, x)]
 
 
-def _norm(layernorm: Any, gamma: list[float], eps: float, dtype: Any) -> Any:
-    """A vendored RMSNorm of width len(gamma) with weight γ, in ``dtype``."""
+def vendored_norm(layernorm: Any, gamma: Any, eps: float) -> Any:
+    """A vendored RMSNorm with weight γ (a 1-D tensor) and ε, in γ's dtype (``traced`` uses it too)."""
     import torch
 
-    norm = layernorm.RMSNorm(len(gamma), eps=eps).to(dtype)
+    norm = layernorm.RMSNorm(gamma.numel(), eps=eps).to(gamma.dtype)
     with torch.no_grad():
-        norm.weight.copy_(torch.tensor(gamma))
+        norm.weight.copy_(gamma)
     return norm
 
 
@@ -40,7 +40,7 @@ def run_plain(layernorm: Any, x: list[float], gamma: list[float], eps: float) ->
     """(mean of squares read inside ``rms_forward``, output) for one float32 row."""
     import torch
 
-    norm = _norm(layernorm, gamma, eps, torch.float32)
+    norm = vendored_norm(layernorm, torch.tensor(gamma, dtype=torch.float32), eps)
     with torch.no_grad(), locals_at_return(layernorm.RMSNorm.rms_forward) as seen:
         out = norm(torch.tensor([x], dtype=torch.float32))  # a fresh tensor: fp32 runs normalise in place
     inner = seen.get(layernorm.RMSNorm.rms_forward.__qualname__, {})
@@ -53,7 +53,7 @@ def run_fused(layernorm: Any, hidden: list[float], residual: list[float], dtype:
     """(output, returned residual) of ``add_rms_forward`` (γ=1, ε=0) for one row in ``dtype``."""
     import torch
 
-    norm = _norm(layernorm, [1.0] * len(hidden), 0.0, dtype)
+    norm = vendored_norm(layernorm, torch.tensor([1.0] * len(hidden)).to(dtype), 0.0)  # float32 γ rounded to dtype
     with torch.no_grad():
         out, res = norm(torch.tensor([hidden], dtype=dtype), torch.tensor([residual], dtype=dtype))
     return [float(v) for v in out.reshape(-1)], [float(v) for v in res.reshape(-1)]

@@ -28,6 +28,7 @@ from typing import Any
 
 from annotate.lesson.capture import locals_at_return
 from annotate.lesson.model import Family
+from annotate.lesson.rmsnorm import vendored_norm
 from annotate.project import Project
 from annotate.trace.options import TRACE_DEFAULTS
 from annotate.trace.store import ADD_RMS
@@ -78,15 +79,6 @@ def _gamma(trace: Any, module: str) -> Any:
     return sd[module + ".weight"]
 
 
-def _norm(layernorm: Any, gamma: Any, eps: float) -> Any:
-    import torch
-
-    norm = layernorm.RMSNorm(gamma.numel(), eps=eps).to(gamma.dtype)
-    with torch.no_grad():
-        norm.weight.copy_(gamma)
-    return norm
-
-
 def _ulps(a: Any, b: Any) -> Any:
     from annotate.trace.numerics import ordered_bits
 
@@ -105,7 +97,7 @@ def _fused(fam: Family, mods: dict[str, Any], trace: Any) -> None:
     t = {k: trace.tensor(v) for k, v in keys.items() if k != "module"}
     eps = float(trace.meta["model"]["config"].get("rms_norm_eps", 1e-6))
     gamma = _gamma(trace, keys["module"])
-    norm, cls = _norm(mods["layernorm"], gamma, eps), mods["layernorm"].RMSNorm
+    norm, cls = vendored_norm(mods["layernorm"], gamma, eps), mods["layernorm"].RMSNorm
     with torch.no_grad(), locals_at_return(cls.add_rms_forward) as seen:
         out, res = norm(t["hidden"].clone(), t["residual"].clone())
     var = seen.get(cls.add_rms_forward.__qualname__, {}).get("var")
