@@ -45,11 +45,12 @@ def check_docs(project: Project, math_check: Callable[[str], str | None]) -> lis
     from annotate.codec import read_text
 
     config = project.mkdocs_config
+    # one converter for all pages, reset between them (Python-Markdown's way to reuse one instance)
+    md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"])
     problems = []
     for page in project.pages():
         rel = f"{project.docs_label}/{page.uri}"
-        md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=config["mdx_configs"])
-        for tex, _display in page_formulas(md.convert(read_text(page.path, rel))):
+        for tex, _display in page_formulas(md.reset().convert(read_text(page.path, rel))):
             if problem := math_check(tex):
                 problems.append(f"{rel}: math ${tex}$: {problem}; fix the LaTeX")
     return problems
