@@ -182,6 +182,26 @@ def test_cache_is_keyed_by_vendored_file_hashes_and_reused(tmp_path: Path, monke
     assert cache.cache_key(root) != key
 
 
+def test_the_key_covers_the_trace_code_the_traced_family_reads_through() -> None:
+    """(It once covered only annotate/lesson/: a change to how traces are read or how the checkpoint's
+    weights are regenerated kept serving the old traced.* numbers.)"""
+    names = {p.relative_to(p.parents[1]).as_posix() for p in cache.code_files()}
+    assert {"lesson/traced.py", "trace/store.py", "trace/runtime.py", "trace/numerics.py"} <= names
+
+
+@needs_vendor
+def test_a_new_key_prunes_the_cache_files_of_earlier_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = scratch(tmp_path)
+    stale = cache.cache_path(root, "0" * 64)
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("{}")
+    other = stale.parent / "notes.json"   # not a claims file: left alone
+    other.write_text("{}")
+    monkeypatch.setattr(cache, "run_child", lambda root: {"claims": {}})
+    key, _ = cache.load_claims(root)
+    assert sorted(p.name for p in stale.parent.iterdir()) == sorted([cache.cache_path(root, key).name, "notes.json"])
+
+
 def test_missing_vendor_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="vendored nano-vllm is missing"):
         claims.expand("{{= mlp.h8_f16.params }}", "lesson.md", tmp_path)

@@ -2,10 +2,11 @@
 
 The key is a sha256 over the vendored files the computation imports (every ``.py`` under
 ``vendor/nano-vllm/nanovllm``: the families import ``qwen3.py``, which imports all the layers), the
-claim code itself (``annotate/lesson/*.py``), the trace files under ``traces/`` (the ``traced``
-family reads them) and the installed torch version. The result is stored
-as ``.cache/claims-<key>.json`` under the project root, written atomically. Any edit to a vendored
-file gives a new key, so a stale number is never served.
+claim code itself (``annotate/lesson/*.py``) and the trace code it reads through (``annotate/trace/*.py``),
+the trace files under ``traces/`` (the ``traced`` family reads them) and the installed torch version.
+The result is stored as ``.cache/claims-<key>.json`` under the project root, written atomically; the
+files of earlier keys are then removed. Any edit to a vendored file gives a new key, so a stale number
+is never served.
 """
 from __future__ import annotations
 
@@ -53,15 +54,25 @@ def _torch_version() -> str:
 
 
 def cache_key(root: Path) -> str:
-    """sha256 over (path, sha256) of the involved vendored files, the claim code and torch's version."""
+    """sha256 over (path, sha256) of the involved vendored files, the claim and trace code, the trace files
+    and torch's version."""
     h = hashlib.sha256(f"annotate-claims {CLAIMS_FORMAT} torch {_torch_version()}\n".encode())
     for path in involved_files(root):
         h.update(f"vendor {path.relative_to(root).as_posix()} {_sha256(path)}\n".encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f"code {path.name} {_sha256(path)}\n".encode())
+    for path in code_files():
+        h.update(f"code {path.relative_to(_PACKAGE).as_posix()} {_sha256(path)}\n".encode())
     for path in trace_files(root):
         h.update(f"trace {path.relative_to(root).as_posix()} {_sha256(path)}\n".encode())
     return h.hexdigest()
+
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def code_files() -> list[Path]:
+    """The claim code (``annotate/lesson/``) and the trace code the ``traced`` family reads through
+    (``annotate/trace/``: the trace reader, the checkpoint's weights it regenerates, the ulp maths)."""
+    return sorted(p for sub in ("lesson", "trace") for p in (_PACKAGE / sub).glob("*.py"))
 
 
 def trace_files(root: Path) -> list[Path]:
@@ -114,4 +125,14 @@ def load_claims(root: Path) -> tuple[str, dict[str, Any]]:
     if data is None:
         data = run_child(root)
         atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=1))
+        prune(path)
     return key, data
+
+
+def prune(keep: Path) -> list[Path]:
+    """Remove the cache files of earlier keys beside ``keep`` (no key comes back once its inputs changed,
+    short of undoing an edit; each file is ~100 KB and they used to pile up, one per edit or re-trace)."""
+    gone = [old for old in keep.parent.glob(cache_path(keep.parent, "*").name) if old != keep]
+    for old in gone:
+        old.unlink(missing_ok=True)
+    return gone
