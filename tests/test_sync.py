@@ -142,6 +142,18 @@ def test_the_vendored_copy_is_readable_like_any_folder(lock_project: Path) -> No
     assert vendor.stat().st_mode & 0o777 == DIR_MODE and (vendor / "LICENSE").stat().st_mode & 0o777 == FILE_MODE
 
 
+def test_a_no_op_sync_opens_up_a_copy_an_older_version_left_as_0700(lock_project: Path) -> None:
+    from annotate.atomic import DIR_MODE
+
+    sync(lock_project)
+    vendor = lock_project / VENDOR_DIR
+    vendor.chmod(0o700)
+    assert not sync(lock_project).changed and vendor.stat().st_mode & 0o777 == DIR_MODE
+    vendor.chmod(0o750)                       # a mode the user chose stays
+    sync(lock_project)
+    assert vendor.stat().st_mode & 0o777 == 0o750
+
+
 def test_a_staged_lock_a_killed_update_left_is_swept(lock_project: Path) -> None:
     from annotate.atomic import stage_file
 

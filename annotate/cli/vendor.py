@@ -42,14 +42,18 @@ def run_sync(args: argparse.Namespace) -> int:
         with progress.step("sync", f"materialising {upstream.dir} from {upstream.lock_name}"):
             result = vendoring.sync(args.root, upstream=upstream)
         if not result.changed:
-            progress.say(f"{upstream.dir} is up to date: {result.files} files verified against the lock")
+            progress.say(f"{upstream.dir} is up to date: {_files(result.files)} verified against the lock")
             continue
-        progress.say(f"{upstream.dir} materialised: {result.files} files")
+        progress.say(f"{upstream.dir} materialised: {_files(result.files)}")
         if result.restored:
             progress.say(f"restored {len(result.restored)} file(s) that differed from the lock: {', '.join(result.restored)}")
         if result.lock_updated:
             progress.say(f"recorded local file hashes in {upstream.lock_name}")
     return 0
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
 
 
 def run_status(args: argparse.Namespace) -> int:

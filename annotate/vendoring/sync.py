@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Mapping
 
 from annotate import guard
-from annotate.atomic import replace_dir
+from annotate.atomic import DIR_MODE, replace_dir
 from annotate.errors import UserError
 from annotate.project import Project
 from annotate.vendoring.lock import Lock, read_lock, sha256_bytes, write_lock
@@ -168,6 +168,7 @@ def _sync(root: Path, lock: Lock | None, upstream: Vendor) -> SyncResult:
     recorded = lock.source.files
     restored = tuple(drift(vendor, recorded)) if vendor.is_dir() and recorded else ()
     if recorded and vendor.is_dir() and not restored:
+        _open_up(vendor)
         return SyncResult(changed=False, files=len(recorded))
     files = fetch(lock.source, root / WHEEL_CACHE_DIR)
     hashes = verify(files, lock, upstream.lock_name)
@@ -176,6 +177,13 @@ def _sync(root: Path, lock: Lock | None, upstream: Vendor) -> SyncResult:
     if lock_updated:
         write_lock(lock_path, Lock(lock.upstream, lock.source.with_files(hashes)))
     return SyncResult(changed=True, files=len(files), restored=restored, lock_updated=lock_updated)
+
+
+def _open_up(vendor: Path) -> None:
+    """A copy staged by a version before 2026-12 landed as mkdtemp's 0700 (only its writer could read it):
+    give exactly that mode the one an ordinary folder gets; any other mode is the user's choice."""
+    if vendor.stat().st_mode & 0o777 == 0o700 != DIR_MODE:
+        os.chmod(vendor, DIR_MODE)
 
 
 def verify(files: dict[str, bytes], lock: Lock, lock_name: str = NANO_VLLM.lock_name) -> dict[str, str]:
