@@ -94,22 +94,6 @@ class Project:
     # ------------------------------------------------------------ folders
 
     @property
-    def notes(self) -> Path:
-        return self.root / self.NOTES_DIR
-
-    @property
-    def traces(self) -> Path:
-        return self.root / self.TRACES_DIR
-
-    @property
-    def vendor(self) -> Path:
-        return self.root / self.VENDOR_DIR
-
-    @property
-    def map(self) -> Path:
-        return self.root / self.MAP_DIR
-
-    @property
     def docs_label(self) -> str:
         """The docs folder as messages name it (``docs``, ``pages``): relative to the root when inside it."""
         return self.rel(self.docs_dir)
@@ -122,7 +106,7 @@ class Project:
     @property
     def watched(self) -> tuple[Path, ...]:
         """What `annotate serve` watches besides docs_dir (MkDocs watches that one itself)."""
-        return (self.vendor, self.notes, self.traces, self.map)
+        return tuple(self.root / folder for folder in (self.VENDOR_DIR, self.NOTES_DIR, self.TRACES_DIR, self.MAP_DIR))
 
     def rel(self, path: Path) -> str:
         """``path`` as messages name it: root-relative POSIX when inside the root, else as given."""
