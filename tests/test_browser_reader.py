@@ -8,6 +8,7 @@ with the depth of the run. Screenshots are kept under test-artifacts/ (light and
 """
 from __future__ import annotations
 
+
 from pathlib import Path
 from typing import Iterator
 
@@ -17,7 +18,7 @@ from annotate.pages.tracefmt import num, sup_label
 from annotate.trace.store import load_trace
 from annotate.vendoring.lock import read_lock
 
-from browser_helpers import PHONE, Visit
+from browser_helpers import PHONE, Visit, visiting
 
 pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]
 pytestmark = pytest.mark.browser
@@ -49,22 +50,10 @@ CONTRAST_JS = """el => {
 }"""
 
 
-def visit(browser, site: Path, viewport: dict = WIDE, scheme: str = "light", clipboard: bool = False) -> Visit:
-    """A Visit in its own context: colour scheme, and clipboard permissions when asked."""
-    v = Visit.__new__(Visit)
-    v.site, v.requests = site, []
-    v.context = browser.new_context(viewport=viewport, color_scheme=scheme,
-                                    permissions=["clipboard-read", "clipboard-write"] if clipboard else [])
-    v.page = v.context.new_page()
-    v.page.on("request", lambda request: v.requests.append(request.url))
-    return v
-
-
 @pytest.fixture
 def reader(browser, traced_site: Path) -> Iterator[Visit]:
-    v = visit(browser, traced_site, clipboard=True)
-    yield v
-    v.context.close()
+    with visiting(browser, traced_site, WIDE, clipboard=True) as v:
+        yield v
 
 
 def trace_keys(project: Path) -> list[str]:
@@ -234,8 +223,7 @@ def test_keyboard_links_follow_one_tab_stop_per_panel_and_escape(reader: Visit) 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_text_contrast_and_tap_targets(browser, traced_site: Path, traced_project: Path, scheme: str,
                                        artifacts: Path) -> None:
-    v = visit(browser, traced_site, WIDE, scheme)
-    try:
+    with visiting(browser, traced_site, WIDE, scheme) as v:
         open_panel(v, 156, load_trace(traced_project / "traces" / "cpu").layers()[-1])
         v.open(PAGE, "#L156")                                                 # highlighted, panel still open
         v.page.wait_for_selector("#L156.an-hl")
@@ -257,16 +245,13 @@ def test_text_contrast_and_tap_targets(browser, traced_site: Path, traced_projec
         assert not small, f"tap targets under 24×24 px: {small}"
         v.page.locator("#values-L156").scroll_into_view_if_needed()
         v.page.screenshot(path=str(artifacts / f"reader-contrast-{scheme}.png"))
-    finally:
-        v.context.close()
 
 
 # ------------------------------------------------------------------ 5. phones
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_no_page_is_wider_than_a_phone(browser, traced_site: Path, scheme: str, artifacts: Path) -> None:
-    v = visit(browser, traced_site, PHONE, scheme)
-    try:
+    with visiting(browser, traced_site, PHONE, scheme) as v:
         wide = {}
         pages = sorted(p.relative_to(traced_site).as_posix() for p in traced_site.rglob("*.html"))
         for rel in pages:
@@ -278,19 +263,14 @@ def test_no_page_is_wider_than_a_phone(browser, traced_site: Path, scheme: str, 
             v.open(rel)
             v.page.screenshot(path=str(artifacts / f"reader-phone-{name}-{scheme}.png"))
         assert not wide, f"pages wider than {PHONE['width']} px: {wide}"
-    finally:
-        v.context.close()
 
 
 def test_range_link_shows_the_range_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
-    v = visit(browser, traced_site, PHONE)
-    try:
+    with visiting(browser, traced_site, PHONE) as v:
         v.open(PAGE, "#L150-L152")
         v.page.wait_for_selector("#L150.an-hl")
         assert v.in_viewport("#L150") and v.in_viewport("#L152")
         v.page.screenshot(path=str(artifacts / "reader-phone-range.png"))
-    finally:
-        v.context.close()
 
 
 # ------------------------------------------------------------------ 8. weight independent of depth
@@ -340,8 +320,7 @@ def test_reader_walk_index_to_a_cited_value(reader: Visit, traced_project: Path,
 
 
 def test_lesson_opens_on_content_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
-    v = visit(browser, traced_site, PHONE)
-    try:
+    with visiting(browser, traced_site, PHONE) as v:
         v.open("lesson.html")
         assert not v.page.eval_on_selector("article details.info", "d => d.open")   # provenance folded
         assert v.in_viewport(".an-lesson-lead")
@@ -352,14 +331,11 @@ def test_lesson_opens_on_content_on_a_phone(browser, traced_site: Path, artifact
             assert v.page.get_attribute("a.md-footer__link--next", "href").endswith(after), page
         v.open("lesson.html")
         v.page.screenshot(path=str(artifacts / "reader-phone-lesson-top.png"))
-    finally:
-        v.context.close()
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Path, scheme: str, artifacts: Path) -> None:
-    v = visit(browser, traced_site, PHONE, scheme)
-    try:
+    with visiting(browser, traced_site, PHONE, scheme) as v:
         v.open("trace/index.html")
         smallest = v.page.evaluate("""() => Math.min(...Array.from(document.querySelectorAll('svg.an-flow text'),
             t => parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))""")
@@ -373,8 +349,6 @@ def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Pat
             assert w[0] >= w[1] - 1
         v.page.locator("svg.an-flow").scroll_into_view_if_needed()
         v.page.screenshot(path=str(artifacts / f"reader-phone-flow-{scheme}.png"))
-    finally:
-        v.context.close()
 
 
 def test_search_indexes_math_once_as_text(traced_site: Path) -> None:

@@ -23,7 +23,7 @@ def visit(browser, built_site: Path, artifacts: Path, request) -> Iterator[Visit
     v = Visit(browser, built_site, getattr(request, "param", DESKTOP))
     yield v
     v.shot(artifacts, request.node.name.replace("[", "-").rstrip("]"))
-    v.page.close()
+    v.close()
 
 
 def test_qwen3_line_156_is_highlighted_and_in_view(visit: Visit) -> None:

@@ -13,7 +13,7 @@ import pytest
 from annotate.pages.tracefmt import sup_label
 from annotate.trace.store import load_trace
 
-from browser_helpers import DESKTOP, PHONE, Visit
+from browser_helpers import DESKTOP, PHONE, Visit, visiting
 
 pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]
 pytestmark = pytest.mark.browser
@@ -27,7 +27,7 @@ QWEN3 = "nanovllm/models/qwen3.py"
 def page(browser, traced_site: Path) -> Iterator[Visit]:
     p = Visit(browser, traced_site, DESKTOP)
     yield p
-    p.page.close()
+    p.close()
 
 
 def shown_identity(p: Visit, var: str) -> tuple[str, str]:
@@ -114,13 +114,12 @@ def test_kernel_and_numerics_pages_load_offline(page: Visit, artifacts: Path) ->
 
 
 def test_panel_reads_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
-    p = Visit(browser, traced_site, PHONE)
-    p.open(f"source/{QWEN3}.html", "#L156")
-    p.page.click("#L156 .an-code")
-    panel = p.page.locator("#values-L156")
-    panel.scroll_into_view_if_needed()
-    box = panel.bounding_box()
-    assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
-    assert p.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    p.page.screenshot(path=str(artifacts / "values-panel-phone.png"))
-    p.page.close()
+    with visiting(browser, traced_site, PHONE) as p:
+        p.open(f"source/{QWEN3}.html", "#L156")
+        p.page.click("#L156 .an-code")
+        panel = p.page.locator("#values-L156")
+        panel.scroll_into_view_if_needed()
+        box = panel.bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+        assert p.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        p.page.screenshot(path=str(artifacts / "values-panel-phone.png"))
