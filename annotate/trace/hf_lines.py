@@ -9,8 +9,6 @@ x₂, …) exactly as nano-vllm's are — nothing is assumed from line numbers.
 """
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,44 +19,32 @@ from annotate.trace.internals import innermost_callable
 from annotate.trace.recorder import LIVE, Recorder
 from annotate.trace.reference import Identifier, PeerRun
 from annotate.vendoring.lock import read_lock, upstream_lock
+from annotate.vendoring.sources import sha256_file
 
 HF_FILE = "transformers/models/qwen3/modeling_qwen3.py"
 HF_LOCK = upstream_lock("transformers")
 TRACED = ("Qwen3Model.forward", "Qwen3DecoderLayer.forward", "Qwen3MLP.forward", "Qwen3RMSNorm.forward")
 
 
-@dataclass(frozen=True)
-class HfLine:
-    """What one HF variable held after one executed line, for one layer: its identity and distance."""
-
-    line: int
-    function: str
-    module: str | None
-    layer: int | None
-    var: str
-    identity: str        # the peer variable's key ("x1"), or "" when nothing matched
-    label: str           # "x₁⁽2⁾"
-    max_abs: float
-    max_ulps: int
-
-
-def installed_file(root: Path) -> tuple[Path, Path]:
-    """(site-packages folder, installed modeling_qwen3.py); refuses a copy that is not the vendored pin."""
+def installed_file(root: Path) -> tuple[Path, str]:
+    """(site-packages folder, the pinned sha256 of HF's file); refuses an installed copy that is not the pin."""
     import transformers
 
+    lock = read_lock(root / HF_LOCK)
     base = Path(transformers.__file__).resolve().parent.parent
     path = base / HF_FILE
-    pinned = read_lock(root / HF_LOCK).source.files.get(HF_FILE)
-    got = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
-    if got is None or got != pinned:
-        raise UserError(f"{path}: the installed transformers is not the vendored pin ({HF_LOCK}); "
-                        f"install transformers=={transformers.__version__ if got else '4.57.6'} as pinned")
-    return base, path
+    pinned = lock.source.files.get(HF_FILE)
+    if pinned is None or not path.is_file() or sha256_file(path) != pinned:
+        raise UserError(f"{path}: the installed transformers ({transformers.__version__}) is not the vendored pin "
+                        f"({HF_LOCK}); install transformers=={lock.source.version} as pinned")
+    return base, pinned
 
 
 def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
-              peer: PeerRun) -> list[HfLine]:
-    """Run HF's Qwen3 (eager) under the line recorder on one prefill; identify each live variable.
+              peer: PeerRun) -> list[dict[str, Any]]:
+    """Run HF's Qwen3 (eager) under the line recorder on one prefill; identify each live variable, once per
+    (line, layer, module, variable) — the rows of ``summary.hf_lines`` (``max_abs``/``max_ulps`` None when
+    nothing matched).
 
     `base` is the site-packages folder of the installed transformers, already checked by `installed_file`."""
     import transformers
@@ -78,19 +64,20 @@ def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
         ids = input_ids.cpu()[None]
         model.model(input_ids=ids, position_ids=torch.arange(ids.shape[1])[None], use_cache=False)
     ident = Identifier(peer)
-    out = []
+    seen, out = set(), []
     for r in rec.records:
         if r.file != HF_FILE or r.kind != "line":
             continue
         for v in r.vars:
-            if v.name not in (*LIVE, "inputs_embeds", "down_proj") or v.role == "argument":
+            key = (r.line, r.layer, r.module, v.name)
+            if v.name not in (*LIVE, "inputs_embeds", "down_proj") or v.role == "argument" or key in seen:
                 continue
-            tensor = v.tensor[0] if v.tensor.dim() == 3 else v.tensor
-            found = ident.identify(tensor)
+            seen.add(key)
+            found = ident.identify(v.tensor[0] if v.tensor.dim() == 3 else v.tensor)
             best = found.matches[0] if found.matches else None
-            out.append(HfLine(r.line, r.function, r.module, r.layer, v.name, best.key if best else "",
-                              best.label if best else "", best.max_abs if best else float("nan"),
-                              best.max_ulps if best else -1))
+            out.append({"line": r.line, "function": r.function, "module": r.module, "layer": r.layer, "var": v.name,
+                        "identity": best.key if best else "", "label": best.label if best else "",
+                        "max_abs": best.max_abs if best else None, "max_ulps": best.max_ulps if best else None})
     return out
 
 
@@ -99,20 +86,11 @@ def summary(root: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input
     """The trace's ``summary.hf_lines``: each HF (line, layer, module, variable) once, with its identity —
     or why HF's lines were not traced (an installed transformers other than the pin, e.g. on the GPU image)."""
     try:
-        base, _ = installed_file(root)
+        base, sha = installed_file(root)
         lines = record_hf(base, checkpoint, layers, dtype, input_ids, peer)
     except UserError as exc:
         return {"file": HF_FILE, "skipped": str(exc), "lines": []}
     import transformers
 
-    sha = read_lock(root / HF_LOCK).source.files[HF_FILE]   # installed_file checked the installed file has it
-    seen, out = set(), []
-    for h in lines:
-        key = (h.line, h.layer, h.module, h.var)
-        if key not in seen:
-            seen.add(key)
-            out.append({"line": h.line, "function": h.function, "module": h.module, "layer": h.layer, "var": h.var,
-                        "identity": h.identity, "label": h.label,
-                        "max_abs": None if h.max_abs != h.max_abs else h.max_abs, "max_ulps": h.max_ulps})
     return {"file": HF_FILE, "skipped": "", "sha256": sha, "transformers": transformers.__version__,
-            "attention": "eager", "lines": out}
+            "attention": "eager", "lines": lines}
