@@ -61,10 +61,12 @@ def test_an_installed_transformers_other_than_the_pin_is_refused(tmp_path: Path)
     lock = json.loads((REPO / HF_LOCK).read_text(encoding="utf-8"))
     lock["source"]["files"][HF_FILE] = "0" * 64
     (tmp_path / HF_LOCK).write_text(json.dumps(lock), encoding="utf-8")
-    with pytest.raises(UserError, match=r"the installed transformers is not the vendored pin"):
+    version = lock["source"]["version"]
+    with pytest.raises(UserError, match=rf"the installed transformers \(.+\) is not the vendored pin .*"
+                                        rf"install transformers=={re.escape(version)} as pinned$"):
         installed_file(tmp_path)
-    base, path = installed_file(REPO)
-    assert path == base / HF_FILE
+    base, sha = installed_file(REPO)
+    assert (base / HF_FILE).is_file() and sha == json.loads((REPO / HF_LOCK).read_text())["source"]["files"][HF_FILE]
 
 
 def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) -> None:

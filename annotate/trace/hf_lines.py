@@ -43,8 +43,8 @@ def installed_file(root: Path) -> tuple[Path, str]:
 def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
               peer: PeerRun) -> list[dict[str, Any]]:
     """Run HF's Qwen3 (eager) under the line recorder on one prefill; identify each live variable, once per
-    (line, layer, module, variable) — the rows of ``summary.hf_lines`` (``max_abs``/``max_ulps`` None when
-    nothing matched).
+    (line, layer, module, variable) — the rows of ``summary.hf_lines`` (``max_abs`` None and ``max_ulps``
+    -1 when nothing matched, as the format has them).
 
     `base` is the site-packages folder of the installed transformers, already checked by `installed_file`."""
     import transformers
@@ -77,7 +77,7 @@ def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
             best = found.matches[0] if found.matches else None
             out.append({"line": r.line, "function": r.function, "module": r.module, "layer": r.layer, "var": v.name,
                         "identity": best.key if best else "", "label": best.label if best else "",
-                        "max_abs": best.max_abs if best else None, "max_ulps": best.max_ulps if best else None})
+                        "max_abs": best.max_abs if best else None, "max_ulps": best.max_ulps if best else -1})
     return out
 
 
