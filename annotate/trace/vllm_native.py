@@ -7,7 +7,7 @@ is not installed), but the op's own module needs only torch and one decorator, `
 ``vllm.ir.op``, which registers the op with vLLM's dispatcher. So the *vendored* op file is executed
 as it is, under a private package name, with that one decorator replaced by a stand-in that returns
 the function unchanged. A site build passes the op file's bytes from its snapshot (the very bytes a
-strict build checked against the lock, read once); used on its own, the file is read from the project.
+strict build checked against the lock, read once).
 The CUDA C kernel (an op of vLLM's compiled ``_C`` extension) needs the compiled extension and a GPU:
 it is not run.
 
@@ -21,10 +21,8 @@ from __future__ import annotations
 import sys
 import types
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
-from annotate.errors import UserError
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.store import ADD_RMS
 from annotate.vendoring.lock import upstream_dir
@@ -55,21 +53,9 @@ def _register_op(fn: Callable | None = None, **_: Any) -> Any:
     return wrap(fn) if fn is not None else wrap
 
 
-def read_ops(root: Path) -> bytes:
-    """The bytes of the vendored op file of project ``root`` (for use outside a build, which holds them already)."""
-    path = root / VENDOR / OPS_FILE
-    if not path.is_file():
-        raise UserError(f"{path}: vLLM's vendored op file is missing; run `annotate vendor sync`")
-    return path.read_bytes()
-
-
-def load_ops(ops: Path | bytes) -> types.ModuleType:
-    """The vendored ``vllm/ir/ops/layernorm.py``, executed with the registration decorator stood in.
-
-    ``ops``: the file's bytes (a build passes the ones its snapshot verified, so it runs exactly those),
-    or a project root to read them from (:func:`read_ops`).
-    """
-    data = read_ops(ops) if isinstance(ops, Path) else ops
+def load_ops(data: bytes) -> types.ModuleType:
+    """The vendored ``vllm/ir/ops/layernorm.py`` from its bytes (a build passes the ones its snapshot
+    verified, so it runs exactly those), executed with the registration decorator stood in."""
     where = f"{VENDOR}/{OPS_FILE}"   # what tracebacks from the op name
     packages = {name: types.ModuleType(name) for name in (_PACKAGE, f"{_PACKAGE}.ir", f"{_PACKAGE}.ir.ops")}
     for pkg in packages.values():
@@ -94,9 +80,9 @@ def load_ops(ops: Path | bytes) -> types.ModuleType:
     return module
 
 
-def compare_trace(ops: Path | bytes, trace: Any) -> list[FusedCompare]:
-    """Run vLLM's native op on every recorded add_rms_forward call with saved tensors (empty when none);
-    ``ops`` as for :func:`load_ops`."""
+def compare_trace(ops: bytes, trace: Any) -> list[FusedCompare]:
+    """Run vLLM's native op (the op file's bytes, see :func:`load_ops`) on every recorded add_rms_forward
+    call with saved tensors (empty when none)."""
     import torch
 
     calls: dict[tuple[str, int], dict[str, Any]] = {}
