@@ -360,16 +360,21 @@ def _bound_names(node: Node, end_byte: int, text: _Text) -> list[str]:
     return found
 
 
-def _in_place_receiver(call: Node, text: _Text) -> str | None:
-    """``x`` for ``x.op_(…)`` (a trailing-underscore method of a plain name), else None."""
+def _attribute_call(call: Node, text: _Text) -> tuple[str, str] | None:
+    """(receiver, method) for a call ``receiver.method(…)`` on a plain name, else None."""
     func = call.child_by_field_name("function")
     if func is None or func.type != "attribute":
         return None
-    method, receiver = func.child_by_field_name("attribute"), func.child_by_field_name("object")
-    if method is None or receiver is None or receiver.type != "identifier":
+    receiver, method = func.child_by_field_name("object"), func.child_by_field_name("attribute")
+    if receiver is None or method is None or receiver.type != "identifier":
         return None
-    name = text(method)
-    return text(receiver) if name.endswith("_") and not name.startswith("_") else None
+    return text(receiver), text(method)
+
+
+def _in_place_receiver(call: Node, text: _Text) -> str | None:
+    """``x`` for ``x.op_(…)`` (a trailing-underscore method of a plain name), else None."""
+    found = _attribute_call(call, text)
+    return found[0] if found and found[1].endswith("_") and not found[1].startswith("_") else None
 
 
 def _sole_method(node: Node, end_byte: int, text: _Text) -> tuple[str, str] | None:
@@ -378,11 +383,8 @@ def _sole_method(node: Node, end_byte: int, text: _Text) -> tuple[str, str] | No
     calls = _descendants(node, "call", end_byte)
     if len(calls) != 1:
         return None
-    func = calls[0].child_by_field_name("function")
-    if func is None or func.type != "attribute":
-        return None
-    receiver, method = func.child_by_field_name("object"), func.child_by_field_name("attribute")
-    if receiver is None or method is None or receiver.type != "identifier":
+    found = _attribute_call(calls[0], text)
+    if found is None:
         return None
     args = calls[0].child_by_field_name("arguments")
     for arg in args.named_children if args is not None else []:
@@ -391,4 +393,4 @@ def _sole_method(node: Node, end_byte: int, text: _Text) -> tuple[str, str] | No
         name = arg.child_by_field_name("name") if arg.type == "keyword_argument" else None
         if name is not None and text(name) == "out":
             return None
-    return text(receiver), text(method)
+    return found

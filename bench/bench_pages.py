@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -86,7 +85,6 @@ def main() -> None:
             rows[n]["load"] = statistics.median(t[0] for t in times[n])
             rows[n]["panel"] = statistics.median(t[1] for t in times[n])
             rows[n]["nodes"] = times[n][0][2]
-        shutil.rmtree(tmp, ignore_errors=True)
     a, b = args.layers
     print(f"qwen3.py page, qwen3-0.6b shape, {args.tokens} tokens, {args.rounds} shuffled rounds (medians)")
     print(f"{'':28}{a:>10} layers{b:>10} layers{'ratio':>10}")

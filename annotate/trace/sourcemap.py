@@ -20,7 +20,7 @@ time that it is a torch.Tensor method that writes nothing.
 from __future__ import annotations
 
 import dis
-import hashlib
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType
@@ -99,9 +99,6 @@ def _effects(code: CodeType, lines: dict[int, Statement]) -> dict[int, TracedSta
     return {line: done[stmt.start_line] for line, stmt in lines.items()}
 
 
-_MODELS: dict[tuple[str, str], source.SourceFile] = {}
-
-
 def _parse(text: str, rel: str) -> source.SourceFile:
     """The one model of a file; a missing tree-sitter is one line naming the fix."""
     try:
@@ -118,12 +115,13 @@ def require_parser() -> None:
 
 
 def _model(path: Path, rel: str) -> source.SourceFile:
-    """The parsed model of `path`, once per path and content (traced functions share files)."""
-    data = path.read_bytes()
-    key = (str(path), hashlib.sha256(data).hexdigest())
-    if key not in _MODELS:
-        _MODELS[key] = _parse(data.decode("utf-8"), rel)
-    return _MODELS[key]
+    """The parsed model of `path`, once per content (traced functions share files)."""
+    return _parsed(path.read_bytes(), rel)
+
+
+@functools.lru_cache(maxsize=32)
+def _parsed(data: bytes, rel: str) -> source.SourceFile:
+    return _parse(data.decode("utf-8"), rel)
 
 
 def _symbol(model: source.SourceFile, code: CodeType, qualname: str) -> source.Symbol:
