@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from annotate.links import SOURCE_DIR, page_src_uri
+from annotate.links import SOURCE_DIR, page_src_uri, relative
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, esc, identity_text, layer_key, layer_name, math_words,
                                      num, sup_label)
@@ -43,8 +43,7 @@ def script_uri(path: str, trace_key: str) -> str:
 
 def doc_href(path: str, doc: str) -> str:
     """A built-page URL from the source page of `path` to a hand-written page (raw HTML, not Markdown)."""
-    here = posixpath.dirname(page_src_uri(path))
-    return posixpath.relpath(doc.removesuffix(".md") + ".html", here)
+    return relative(page_src_uri(path), doc.removesuffix(".md") + ".html")
 
 
 @dataclass
@@ -121,7 +120,8 @@ class ValuesPanel:
 
     # -- one panel
     def records(self, view: TraceView, path: str, start: int, key: str) -> list[LineRecord]:
-        return [r for r in view.trace.at(path, start) if layer_key(r.layer) == key]
+        """The records of the statement at `start` in one layer, named by its key (``none``: outside the layers)."""
+        return view.trace.at(path, start, layer=None if key == NONE_KEY else int(key))
 
     def panel(self, path: str, start: int) -> str:
         """The collapsed panel of the statement starting at `start`: default brief, layer switch, legend, a slot."""
