@@ -53,6 +53,7 @@ def test_it_holds_every_vendored_file_with_its_parse_line_map_status_and_lock(fa
     assert facts.files["LICENSE"].source is None            # not Python: read and diffed, never parsed
     assert facts.files[HF].owner == "transformers" and [name for name, _ in facts.pins][0] == "nano-vllm"
     assert facts.source(QWEN3) is qwen3.source and facts.sources[QWEN3] is qwen3.source
+    assert facts.sources is facts.sources and "LICENSE" not in facts.sources   # built once; parsed files only
     assert facts.page_paths() == [p for p in facts.files if p.endswith(".py")]
 
 
