@@ -98,8 +98,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             notice_log.warning(line)
         site = _plugin_error(lambda: generate(facts, self.katex.render, self.katex.check,
                                               extras.providers(facts.traces, facts.files), prefetch=self.katex.prefetch))
-        view = facts.traces.find()
-        three = None if facts.map_rows is None else render_map(facts.map_rows, facts, trace=view.trace if view else None)
+        three = None if facts.map_rows is None else render_map(facts.map_rows, facts, traces=facts.traces)
         if three:
             site.pages[MAP_URI] = three.markdown
         assets = _plugin_error(lambda: site_assets(self.root))

@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from annotate.pages.tracefmt import num, sup_label
-from annotate.trace.store import load_trace
+from annotate.trace.store import find_traces, load_trace
 from annotate.vendoring.lock import read_lock
 
 from browser_helpers import PHONE, Visit, visiting
@@ -57,7 +57,8 @@ def reader(browser, traced_site: Path) -> Iterator[Visit]:
 
 
 def trace_keys(project: Path) -> list[str]:
-    return sorted(p.name for p in (project / "traces").iterdir() if (p / "trace.json").is_file())
+    """The keys of the traces the site shows (the trace store's own listing: staging folders skipped)."""
+    return [p.name for p in find_traces(project)]
 
 
 def open_panel(v: Visit, line: int, layer: int | str, trace: str | None = None) -> None:

@@ -14,6 +14,7 @@ from annotate.pages.snapshot import build_snapshot
 from annotate.notes import Sources
 from annotate.framework_map import load_map
 from annotate.pages.map_page import render_map
+from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.trace.hf_lines import HF_FILE, HF_LOCK, installed_file
 from annotate.trace.store import load_trace
 
@@ -45,8 +46,8 @@ def test_hf_lines_are_identified_by_comparison(tiny_trace) -> None:
 
 
 def test_map_shows_nano_vllm_and_hf_lines_that_hold_x1(tiny_trace) -> None:
-    trace = load_trace(tiny_trace.out, REPO)
-    html = render_map(load_map(REPO), build_snapshot(REPO), trace=trace).markdown
+    traces = TraceSet([TraceView("cpu", load_trace(tiny_trace.out, REPO))])
+    html = render_map(load_map(REPO), build_snapshot(REPO), traces=traces).markdown
     row = re.search(r'<tr data-math="x1">.*?</tr>', html).group(0)
     nano = resolve(Anchor("nanovllm/models/qwen3.py", LAYER,
                           "hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)"),
@@ -85,3 +86,24 @@ def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) ->
     edited = {**files, HF_FILE: replace(files[HF_FILE], data=b"# edited\n")}
     assert HfValues(traces, edited).by_line == {}
     assert HfValues(traces, {k: v for k, v in files.items() if k != HF_FILE}).by_line == {}   # not vendored at all
+
+
+def test_map_and_hf_page_show_the_same_trace_when_the_default_has_no_hf_lines(tiny_trace) -> None:
+    from annotate.pages.hf_values import HfValues
+
+    from values_fixtures import mini
+
+    with_hf = load_trace(tiny_trace.out, REPO)
+    traces = TraceSet([TraceView("mini", mini()), TraceView("cpu", with_hf)])   # the default has no hf_lines
+    assert not mini().summary.get("hf_lines") and mini().provenance() != with_hf.provenance()
+    facts = build_snapshot(REPO)
+    html = render_map(load_map(REPO), facts, traces=traces).markdown
+    panels = HfValues(traces, facts.files)
+    line = line_of("hidden_states = residual + hidden_states")
+    assert panels.trace is with_hf and f'id="hf-values-L{line}"' in panels.line_html(HF_FILE, line)
+    assert f"**Trace:** {with_hf.provenance()}" in html and "HF's lines were not traced" not in html
+    assert f"modeling_qwen3.py:{line}</a> <code>hidden_states</code>" in html
+    # neither shows HF's lines once today's vendored HF file is other bytes than they were recorded from
+    edited = replace(facts, files={**facts.files, HF_FILE: replace(facts.files[HF_FILE], data=b"# edited\n")})
+    assert HfValues(traces, edited.files).by_line == {}
+    assert "recorded against other bytes" in render_map(load_map(REPO), edited, traces=traces).markdown

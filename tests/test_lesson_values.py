@@ -46,3 +46,13 @@ def test_a_bad_placeholder_is_one_line_naming_page_and_line(body: str, says: str
         expand(f"line one\n{{{{value {body}}}}}", "lesson.md", repo_sources(), mini_set())
     msg = str(info.value)
     assert msg.startswith("docs/lesson.md:2: ") and says in msg and "\n" not in msg
+
+
+def test_a_page_that_shows_the_syntax_in_code_keeps_it_verbatim() -> None:
+    shown = "{{value no › such › placeholder › at › all}}"  # would fail the build if it were expanded
+    real = f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}}"
+    page = f"write `{shown}` like this: {real}\n\n```\n{shown}\n{real}\n```\n"
+    text = expand(page, "lesson.md", repo_sources(), mini_set())
+    lines = text.split("\n")
+    assert lines[0].startswith(f"write `{shown}` like this: <span") and "{{value qwen3" not in lines[0]
+    assert lines[2:6] == ["```", shown, real, "```"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,25 @@ def test_source_maps_and_the_comments_naming_them_go(tmp_path: Path) -> None:
     assert (tmp_path / "js" / "a.min.js").read_text(encoding="utf-8") == "var a=1;"
     assert (tmp_path / "s.css").read_text(encoding="utf-8") == "a{b:c}"
     assert "sourceMappingURL" in (tmp_path / "keep.js").read_text(encoding="utf-8")
+
+
+def test_only_the_files_beside_a_map_are_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a.min.js").write_text("var a=1;\n//# sourceMappingURL=a.min.js.map", encoding="utf-8")
+    (tmp_path / "a.min.js.map").write_text("{}", encoding="utf-8")
+    values = tmp_path / "qwen3.py.values-cpu.js"   # a values script: no map beside it
+    values.write_text("var v=1;", encoding="utf-8")
+    before = values.stat().st_mtime_ns
+    read: list[Path] = []
+    real = Path.read_text
+
+    def spy(self: Path, *args: Any, **kwargs: Any) -> str:
+        read.append(self)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", spy)
+    assert drop_source_maps(tmp_path) == 2
+    assert read == [tmp_path / "a.min.js"] and values.stat().st_mtime_ns == before
+    assert real(tmp_path / "a.min.js", encoding="utf-8") == "var a=1;"
 
 
 def test_built_site_has_no_source_maps_and_a_relative_404(built_site: Path) -> None:

@@ -18,6 +18,7 @@ from annotate.pages.generate import generate
 from annotate.pages.map_page import render_map
 from annotate.pages.snapshot import Snapshot, build_snapshot
 from annotate.pages.trace_set import TraceReview
+from annotate.project import Project
 from annotate.vendoring import linemap
 
 from site_fixtures import copy_project_with_trace
@@ -30,9 +31,9 @@ HF = "transformers/models/qwen3/modeling_qwen3.py"
 
 
 def docs_pages(root: Path) -> dict[str, str]:
-    """The hand-written pages as MkDocs hands them to the plugin: src uri -> Markdown."""
-    docs = root / "docs"
-    return {p.relative_to(docs).as_posix(): p.read_text(encoding="utf-8") for p in sorted(docs.rglob("*.md"))}
+    """The hand-written pages as MkDocs hands them to the plugin (its own file discovery, through
+    :meth:`Project.pages`): src uri -> Markdown."""
+    return {page.uri: page.path.read_text(encoding="utf-8") for page in Project.load(root).pages()}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,7 @@ def test_it_holds_every_vendored_file_with_its_parse_line_map_status_and_lock(fa
     assert facts.files["LICENSE"].source is None            # not Python: read and diffed, never parsed
     assert facts.files[HF].owner == "transformers" and [name for name, _ in facts.pins][0] == "nano-vllm"
     assert facts.source(QWEN3) is qwen3.source and facts.sources[QWEN3] is qwen3.source
+    assert facts.sources is facts.sources and "LICENSE" not in facts.sources   # built once; parsed files only
     assert facts.page_paths() == [p for p in facts.files if p.endswith(".py")]
 
 

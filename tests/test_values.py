@@ -51,7 +51,7 @@ def test_line_156_has_one_view_per_layer_and_the_identity_of_that_layer() -> Non
     data = script_data(panel, QWEN3, "cpu")
     for layer in trace.layers():
         view = got[("cpu", str(layer))]
-        assert data["156"][str(layer)]["b"] == brief(trace.at(QWEN3, 156, layer=layer))   # the brief beside each view
+        assert data["156"][str(layer)]["b"] == brief(trace, trace.at(QWEN3, 156, layer=layer))   # the brief beside each view
         res = trace.at(QWEN3, 156, layer=layer)[0].var("residual")
         assert f'data-key="x1" data-layer="{layer}"' in view
         assert f"≡ {sup_label(res.label)}" in view and "与 HF 差 max |Δ|" in view
@@ -104,8 +104,19 @@ def test_intermediates_are_labelled_not_warned_about() -> None:
 
 def test_brief_names_what_the_line_produced() -> None:
     recs = mini().at(QWEN3, 156, layer=2)
-    assert brief(recs) == "hidden_states ≡ RMSNorm₂(x₁⁽²⁾) · residual ≡ x₁⁽²⁾"
-    assert brief([]) == "未执行 not run"
+    assert brief(mini(), recs) == "hidden_states ≡ RMSNorm₂(x₁⁽²⁾) · residual ≡ x₁⁽²⁾"
+    assert brief(mini(), []) == "未执行 not run"
+
+
+def test_the_brief_names_an_aliased_tensor_as_the_opened_panel_does() -> None:
+    panel = ValuesPanel(mini_set("f32"))
+    summary = panel.line_html(LAYERNORM, 38)               # float32: x is residual, overwritten in place
+    opened = views(panel, LAYERNORM, 38)[("cpu-float32", "1")]
+    assert 'data-layer="1"' in summary and "x: 无匹配：别名 no match: aliasing" in summary
+    assert "中间量 intermediate" not in summary
+    assert script_data(panel, LAYERNORM, "cpu-float32")["38"]["1"]["b"] in summary  # the script's brief is the page's
+    head = opened.split('data-var="x"', 1)[1].split("</div>", 1)[0]
+    assert "无匹配：别名 no match: aliasing" in head and "中间量" not in head
 
 
 def test_page_data_and_banner() -> None:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from annotate.links import FileFacts
 from annotate.pages.extras import NoExtras
-from annotate.pages.trace_set import TraceSet
+from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.vendoring.lock import sha256_bytes
 
 
@@ -20,15 +20,12 @@ class HfValues(NoExtras):
     """A :class:`annotate.pages.extras.LineExtras` provider for the HF file's page."""
 
     def __init__(self, traces: TraceSet, files: Mapping[str, FileFacts]) -> None:
-        view = next((v for v in traces.views if not v.pin_moved and (v.trace.summary.get("hf_lines") or {}).get("lines")),
-                    None)
-        self.trace = view.trace if view else None
-        hf = (self.trace.summary.get("hf_lines") or {}) if self.trace else {}
+        shown = shown_hf_lines(traces, files)
+        self.trace = shown[0].trace if shown else None
+        hf = shown[1] if shown else {}
         self.file = hf.get("file", "")
         self.note = f"HF transformers {hf.get('transformers', '?')}, {hf.get('attention', 'eager')} attention"
         self.by_line: dict[int, list[dict[str, Any]]] = {}
-        if hf and not same_bytes(files.get(self.file), hf.get("sha256", "")):
-            return   # HF's lines were recorded against other bytes than today's vendored file: shown nowhere
         for entry in hf.get("lines", []):
             self.by_line.setdefault(int(entry["line"]), []).append(entry)
 
@@ -61,3 +58,21 @@ def same_bytes(facts: FileFacts | None, sha256: str) -> bool:
     """Whether today's vendored copy of a file (``facts``, None: not vendored) is the one HF's lines were
     recorded from."""
     return bool(facts and sha256_bytes(facts.data) == sha256)
+
+
+def hf_view(traces: TraceSet) -> TraceView | None:
+    """The trace whose HF lines the site shows: the first fresh-pinned one that recorded them (the
+    default trace may not have: a trace made with HF's lines skipped, or before they were recorded)."""
+    return next((v for v in traces.views if not v.pin_moved and (v.trace.summary.get("hf_lines") or {}).get("lines")),
+                None)
+
+
+def shown_hf_lines(traces: TraceSet, files: Mapping[str, FileFacts]) -> tuple[TraceView, dict[str, Any]] | None:
+    """(that trace, its ``summary.hf_lines``) when today's vendored HF file (in ``files``) is the one they
+    were recorded from; None: HF's lines are shown nowhere. The HF page and the map both ask here, so
+    they show the same trace's lines or neither does."""
+    view = hf_view(traces)
+    if view is None:
+        return None
+    hf: dict[str, Any] = view.trace.summary["hf_lines"]
+    return (view, hf) if same_bytes(files.get(hf.get("file", "")), hf.get("sha256", "")) else None

@@ -22,6 +22,7 @@ from typing import Mapping
 
 from annotate.project import DOCS_FOLDER
 from annotate.errors import UserError
+from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.pages.trace_set import TraceSet
 from annotate.references import find_file
 from annotate.pages.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
@@ -76,9 +77,9 @@ def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: 
     if "{{value" not in markdown:
         return markdown
     lines = markdown.split("\n")
-    for i, text in enumerate(lines):
-        where = f"{folder}/{page}:{i + 1}"
-        def one(m: re.Match[str], where: str = where) -> str:
-            return render(m.group("body"), page, sources, traces, where)
-        lines[i] = PLACEHOLDER.sub(one, text)
+    # prose only: a fence or code span that shows the syntax stays as written (as for [[…]] and {{= …}})
+    for number, text in prose_lines(markdown):
+        for m in PLACEHOLDER.finditer(text):
+            value = render(m.group("body"), page, sources, traces, f"{folder}/{page}:{number}")
+            lines[number - 1] = replace_outside_code(lines[number - 1], m.group(0), value)
     return "\n".join(lines)

@@ -16,8 +16,9 @@ from annotate.anchors import Anchor, Resolution
 from annotate.framework_map import FRAMEWORKS, MapCell, Row
 from annotate.links import page_anchor, page_url
 from annotate.pages.highlight import wrap_points
-from annotate.pages.hf_values import same_bytes
+from annotate.pages.hf_values import hf_view, shown_hf_lines
 from annotate.pages.snapshot import Snapshot
+from annotate.pages.trace_set import TraceSet
 from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
@@ -32,12 +33,13 @@ class MapPage:
     problems: list[str]
 
 
-def render_map(rows: Sequence[Row], facts: Snapshot, trace: Any = None) -> MapPage:
+def render_map(rows: Sequence[Row], facts: Snapshot, traces: TraceSet | None = None) -> MapPage:
     """Write the page from the anchors' resolutions in the build's ``facts`` (Chinese first); unresolved
     anchors become problems.
 
-    ``trace`` (a loaded nano-vllm trace whose ``summary.hf_lines`` holds HF's traced lines) adds the
-    identities found by comparison: which variable on which line of each framework held x, x₁, x₂.
+    ``traces`` (the build's, with a fresh-pinned trace) adds the identities found by comparison: which
+    variable on which line of each framework held x, x₁, x₂, from the trace whose HF lines HF's own page
+    shows (:func:`annotate.pages.hf_values.shown_hf_lines`), or why there are none.
     """
     problems: list[str] = []
     head = "".join(f"<th>{html.escape(title)}</th>" for title in FRAMEWORKS.values())
@@ -54,8 +56,8 @@ def render_map(rows: Sequence[Row], facts: Snapshot, trace: Any = None) -> MapPa
                 f"{_intro(facts)}\n\n"
                 f'<div class="an-map"><table><thead><tr><th>步骤 Step</th>{head}</tr></thead>'
                 f'<tbody>{"".join(body)}</tbody></table></div>\n')
-    if trace is not None:
-        markdown += "\n" + _identities(rows, facts, trace)
+    if traces is not None and traces.find() is not None:
+        markdown += "\n" + _identities(rows, facts, traces)
     return MapPage(markdown, problems)
 
 
@@ -103,8 +105,14 @@ def _hf_hit(hf: dict[str, Any], lines: set[int], key: str) -> tuple[int, str] | 
     return hits[0] if hits else None
 
 
-def _identities(rows: Sequence[Row], facts: Snapshot, trace: Any) -> str:
-    """Per math variable: the nano-vllm line and variable and the HF line and variable that held it, by comparison."""
+def _identities(rows: Sequence[Row], facts: Snapshot, traces: TraceSet) -> str:
+    """Per math variable: the nano-vllm line and variable and the HF line and variable that held it, by
+    comparison, in the trace whose HF lines are shown; else why none are (the trace that recorded them
+    against other bytes, or the default trace that has none)."""
+    shown = shown_hf_lines(traces, facts.files)
+    view = shown[0] if shown else hf_view(traces) or traces.find()
+    assert view is not None   # render_map asks only when there is a fresh-pinned trace
+    trace = view.trace
     hf = trace.summary.get("hf_lines") or {}
     head = ("## 按比较找到的等价 · Identities found by comparison\n\n"
             "下面每一行都不是按行号假定的：nano-vllm 的值来自运行轨迹，HF 的值来自同一个行记录器在 HF transformers 的 "
@@ -117,7 +125,7 @@ def _identities(rows: Sequence[Row], facts: Snapshot, trace: Any) -> str:
         why = hf.get("skipped") or "this trace has no HF line records (re-record it with `annotate trace --force`)"
         return head + f"HF 的行没有记录 — HF's lines were not traced: {html.escape(why)}\n"
     hf_file = hf.get("file", "")
-    if not same_bytes(facts.files.get(hf_file), hf.get("sha256", "")):
+    if shown is None:
         return head + ("HF 的行是在另一份字节上记录的 — HF's lines were recorded against other bytes than today's "
                        f"vendored {html.escape(hf_file)}: re-record the trace (`annotate trace --force`)\n")
     nano_lines = _anchored_lines(rows, "nano-vllm", facts)

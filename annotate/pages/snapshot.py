@@ -68,6 +68,8 @@ class Snapshot:
 
     root: Path
     files: Mapping[str, FileFacts]                 # every vendored file, the primary upstream's first
+    sources: Mapping[str, SourceFile]              # path -> parsed file of `files` (those that parse), for
+    #                                              resolve() callers: the dict the build resolved against
     pins: tuple[tuple[str, Lock], ...]             # every upstream's name and lock, the primary first
     notes: tuple[NotesFile, ...]
     placed: Mapping[str, tuple[PlacedNote, ...]]   # path -> its resolved notes, in notes-file order
@@ -94,11 +96,6 @@ class Snapshot:
         """The parsed vendored Python file ``path`` (None when there is none)."""
         facts = self.files.get(path)
         return facts.source if facts else None
-
-    @property
-    def sources(self) -> Mapping[str, SourceFile]:
-        """Path -> parsed file, for :func:`annotate.anchors.resolve` callers."""
-        return MappingProxyType({p: f.source for p, f in self.files.items() if f.source is not None})
 
     def resolution(self, anchor: Anchor) -> Resolution:
         """A map anchor's stored resolution (any other anchor is resolved against the stored parse)."""
@@ -134,7 +131,7 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
     today = {p: f.data for p, f in files.items() if f.owner == NANO_VLLM.name}   # what traces are placed on
     traces = load_traces(root, primary.upstream.commit if primary else None, today=today)
     spans = [res for page in refs.values() for _, res in page] + list(map_resolved.values())
-    return Snapshot(root=root, files=MappingProxyType(files),
+    return Snapshot(root=root, files=MappingProxyType(files), sources=MappingProxyType(sources),
                     pins=tuple((v.name, registry.lock(v)) for v in registry.all), notes=notes,
                     placed=MappingProxyType(placed), note_problems=note_problems, references=MappingProxyType(refs),
                     reference_problems=tuple(ref_problems), map_rows=None if rows is None else tuple(rows),

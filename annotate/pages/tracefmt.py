@@ -84,7 +84,7 @@ def value_url(from_src_uri: str, path: str, line: int, layer: int | None = None,
     """A link that opens the values panel of `line` at `layer` (and `trace`): `…/qwen3.py.html#L156&layer=2`.
 
     annotate.js reads the parameters after the line anchor; without script the link still lands on the line."""
-    params = ("&layer=" + ("none" if layer is None else str(layer))) + (f"&trace={trace}" if trace else "")
+    params = f"&layer={layer_key(layer)}" + (f"&trace={trace}" if trace else "")
     return page_url(from_src_uri, path, line) + params
 
 
