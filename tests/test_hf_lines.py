@@ -62,9 +62,14 @@ def test_an_installed_transformers_other_than_the_pin_is_refused(tmp_path: Path)
     lock = json.loads((REPO / HF_LOCK).read_text(encoding="utf-8"))
     lock["source"]["files"][HF_FILE] = "0" * 64
     (tmp_path / HF_LOCK).write_text(json.dumps(lock), encoding="utf-8")
-    version = lock["source"]["version"]
-    with pytest.raises(UserError, match=rf"the installed transformers \(.+\) is not the vendored pin .*"
-                                        rf"install transformers=={re.escape(version)} as pinned$"):
+    version = lock["source"]["version"]      # installed here: its file is not what this lock records
+    with pytest.raises(UserError, match=rf"the installed transformers=={re.escape(version)} has other bytes "
+                                        r"than the vendored pin .*; reinstall it$"):
+        installed_file(tmp_path)
+    lock["source"]["version"] = "0.0.1"
+    (tmp_path / HF_LOCK).write_text(json.dumps(lock), encoding="utf-8")
+    with pytest.raises(UserError, match=rf"the installed transformers \({re.escape(version)}\) is not the vendored "
+                                        r"pin .*; install transformers==0\.0\.1 as pinned$"):
         installed_file(tmp_path)
     base, sha = installed_file(REPO)
     assert (base / HF_FILE).is_file() and sha == json.loads((REPO / HF_LOCK).read_text())["source"]["files"][HF_FILE]

@@ -35,8 +35,11 @@ def installed_file(root: Path) -> tuple[Path, str]:
     path = base / HF_FILE
     pinned = lock.source.files.get(HF_FILE)
     if pinned is None or not path.is_file() or sha256_file(path) != pinned:
-        raise UserError(f"{path}: the installed transformers ({transformers.__version__}) is not the vendored pin "
-                        f"({HF_LOCK}); install transformers=={lock.source.version} as pinned")
+        want, have = lock.source.version, transformers.__version__
+        what = (f"the installed transformers=={have} has other bytes than the vendored pin ({HF_LOCK}); reinstall it"
+                if have == want else f"the installed transformers ({have}) is not the vendored pin ({HF_LOCK}); "
+                f"install transformers=={want} as pinned")
+        raise UserError(f"{path}: {what}")
     return base, pinned
 
 
