@@ -144,9 +144,7 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder:
     found = find_claims(markdown, page, folder)
     if not found:
         return markdown
-    from annotate.lesson.table import load_table
-
-    claims = table() if table is not None else load_table(root)
+    claims = claims_table(root, table)
     lines = markdown.split("\n")
     for ph in found:
         try:
@@ -159,18 +157,27 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder:
     return "\n".join(lines)
 
 
-def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER,
-             table: Callable[[], Table] | None = None) -> list[str]:
-    """Every problem on a page, one line each (empty when all claims hold); ``table`` as for :func:`expand`."""
+def claims_table(root: Path, table: Callable[[], Table] | None) -> Table:
+    """The claims a page is expanded against: the build's (``table``: a build loads them once, see
+    ``Snapshot.claims``), else loaded from ``root`` (a page expanded outside a build). The one fallback
+    for both expanders; imported on first need, so a page without placeholders never touches torch."""
+    if table is not None:
+        return table()
+    from annotate.lesson.table import load_table
+
+    return load_table(root)
+
+
+def problems(markdown: str, page: str, table: Callable[[], Table], folder: str = DOCS_FOLDER) -> list[str]:
+    """Every problem on a page, one line each (empty when all claims hold); ``table`` gives the claims,
+    called only when the page has a placeholder."""
     try:
         found = find_claims(markdown, page, folder)
     except ClaimError as exc:
         return [str(exc)]
     if not found:
         return []
-    from annotate.lesson.table import load_table
-
-    claims, out = table() if table is not None else load_table(root), []
+    claims, out = table(), []
     for ph in found:
         try:
             _value(ph, claims)
@@ -196,8 +203,8 @@ def scan_claims(project: Project | Path) -> list[str]:
     table = functools.cache(lambda: load_table(root))
     for page in found.pages():
         text = read_text(page.path, f"{found.docs_label}/{page.uri}")
-        out += problems(text, page.uri, root, found.docs_label, table)
-        out += page_problems(text, page.uri, root, found.docs_label, table)
+        out += problems(text, page.uri, table, found.docs_label)
+        out += page_problems(text, page.uri, table, found.docs_label)
     return out
 
 
