@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
-from annotate.project import DOCS_FOLDER, Project, project_if_any
+from annotate.project import DOCS_FOLDER, Project
 
 if TYPE_CHECKING:   # lesson/ imports this module's errors: the table is imported where it is used
     from annotate.lesson.table import Table
@@ -186,7 +186,7 @@ def problems(markdown: str, page: str, table: Callable[[], Table], folder: str =
     return out
 
 
-def scan_claims(project: Project | Path) -> list[str]:
+def scan_claims(project: Project) -> list[str]:
     """Problems of every hand-written page, listed as the build lists them (for `annotate check`).
 
     The claims table is loaded once, on the first page that needs it, and shared by every page.
@@ -195,16 +195,12 @@ def scan_claims(project: Project | Path) -> list[str]:
     from annotate.lesson.diagrams import page_problems  # the element-level diagrams' numbers too
     from annotate.lesson.table import load_table
 
-    found = project_if_any(project) if isinstance(project, Path) else project
+    table = functools.cache(lambda: load_table(project.root))
     out: list[str] = []
-    if found is None:  # no mkdocs.yml: no hand-written pages
-        return out
-    root = found.root
-    table = functools.cache(lambda: load_table(root))
-    for page in found.pages():
-        text = read_text(page.path, f"{found.docs_label}/{page.uri}")
-        out += problems(text, page.uri, table, found.docs_label)
-        out += page_problems(text, page.uri, table, found.docs_label)
+    for page in project.pages():
+        text = read_text(page.path, f"{project.docs_label}/{page.uri}")
+        out += problems(text, page.uri, table, project.docs_label)
+        out += page_problems(text, page.uri, table, project.docs_label)
     return out
 
 

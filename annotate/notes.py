@@ -295,10 +295,9 @@ def all_anchors(root: Path) -> list[Anchor]:
     return _anchors(root)
 
 
-def check(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
-    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math.
-    ``project`` may be its root (its mkdocs.yml is then read to find the pages)."""
-    sources = Sources(project.root if isinstance(project, Project) else project)
+def check(project: Project, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
+    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math."""
+    sources = Sources(project.root)
     return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in _anchors(project, math_check)))
 
 
