@@ -132,9 +132,10 @@ def lock_path(root: Path, target: Path) -> Path:
 def sweep(target: Path) -> list[str]:
     """Clean what a killed run left beside ``target``; return what was done (for tests and messages).
 
-    Staged files and folders (``.<name>.new-*``, :data:`annotate.atomic.STAGING`) are removed. A
-    previous copy moved aside by a swap (``.<name>.old-*``) is put back when ``target`` is missing (the
-    swap died between its two renames), else removed. Call it only while holding :func:`output_lock`.
+    Staged files and folders (``.<name>.new-*`` and older versions' names, :data:`annotate.atomic.STAGING`)
+    are removed. A previous copy moved aside by a swap (``.<name>.old-*``) is put back when ``target`` is
+    missing (the swap died between its two renames), else removed. Call it only while holding
+    :func:`output_lock`.
     """
     parent, done = target.parent, list[str]()
     if not parent.is_dir():
