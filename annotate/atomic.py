@@ -5,7 +5,9 @@ cache file) and of the names it stages under, which :mod:`annotate.guard` sweeps
 
 - ``.<name>.new-XXXX``: a file or folder being written (removed by a sweep: it may be half-written);
 - ``.<name>.old-XXXX``: the previous folder, moved aside for the instant between a swap's two renames
-  (put back by a sweep when ``<name>`` is missing, else removed).
+  (put back by a sweep when ``<name>`` is missing, else removed);
+- ``.<name>.tmp-XXXX`` folders and ``.<name>.XXXX.tmp`` files: what versions before 2026-12 staged
+  under (removed by a sweep, like a new one).
 
 What lands gets the modes an ordinary write would give it under the process's umask (``mkstemp`` and
 ``mkdtemp`` would leave 0600/0700: a site, trace or vendored copy only its writer could read).
@@ -21,8 +23,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 NEW, OLD = "new", "old"
-#: a staging name (``.<name>.<kind>-XXXX``); ``tmp`` is how versions before 2026-12 named new ones
-STAGING = re.compile(r"^\.(?P<name>.+)\.(?P<kind>new|tmp|old)-[^/]+$")
+#: a staging name: ``.<name>.<kind>-XXXX``, or what versions before 2026-12 staged under (``kind`` ``tmp``
+#: for a folder; a file was ``.<name>.XXXX.tmp``, mkstemp's random letters then ``.tmp``: no ``kind``)
+STAGING = re.compile(r"^\.(?P<name>.+)\.(?:(?P<kind>new|tmp|old)-[^/]+|[a-z0-9_]+\.tmp)$")
 
 
 def _umask() -> int:

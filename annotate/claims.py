@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable
 
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
-from annotate.project import DOCS_FOLDER, Project, project_if_any
+from annotate.project import DOCS_FOLDER, Project
 
 if TYPE_CHECKING:   # lesson/ imports this module's errors: the table is imported where it is used
     from annotate.lesson.table import Table
@@ -144,9 +144,7 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder:
     found = find_claims(markdown, page, folder)
     if not found:
         return markdown
-    from annotate.lesson.table import load_table
-
-    claims = table() if table is not None else load_table(root)
+    claims = claims_table(root, table)
     lines = markdown.split("\n")
     for ph in found:
         try:
@@ -159,18 +157,27 @@ def expand(markdown: str, page: str, root: Path, *, strict: bool = True, folder:
     return "\n".join(lines)
 
 
-def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER,
-             table: Callable[[], Table] | None = None) -> list[str]:
-    """Every problem on a page, one line each (empty when all claims hold); ``table`` as for :func:`expand`."""
+def claims_table(root: Path, table: Callable[[], Table] | None) -> Table:
+    """The claims a page is expanded against: the build's (``table``: a build loads them once, see
+    ``Snapshot.claims``), else loaded from ``root`` (a page expanded outside a build). The one fallback
+    for both expanders; imported on first need, so a page without placeholders never touches torch."""
+    if table is not None:
+        return table()
+    from annotate.lesson.table import load_table
+
+    return load_table(root)
+
+
+def problems(markdown: str, page: str, table: Callable[[], Table], folder: str = DOCS_FOLDER) -> list[str]:
+    """Every problem on a page, one line each (empty when all claims hold); ``table`` gives the claims,
+    called only when the page has a placeholder."""
     try:
         found = find_claims(markdown, page, folder)
     except ClaimError as exc:
         return [str(exc)]
     if not found:
         return []
-    from annotate.lesson.table import load_table
-
-    claims, out = table() if table is not None else load_table(root), []
+    claims, out = table(), []
     for ph in found:
         try:
             _value(ph, claims)
@@ -179,7 +186,7 @@ def problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER,
     return out
 
 
-def scan_claims(project: Project | Path) -> list[str]:
+def scan_claims(project: Project) -> list[str]:
     """Problems of every hand-written page, listed as the build lists them (for `annotate check`).
 
     The claims table is loaded once, on the first page that needs it, and shared by every page.
@@ -188,16 +195,12 @@ def scan_claims(project: Project | Path) -> list[str]:
     from annotate.lesson.diagrams import page_problems  # the element-level diagrams' numbers too
     from annotate.lesson.table import load_table
 
-    found = project_if_any(project) if isinstance(project, Path) else project
+    table = functools.cache(lambda: load_table(project.root))
     out: list[str] = []
-    if found is None:  # no mkdocs.yml: no hand-written pages
-        return out
-    root = found.root
-    table = functools.cache(lambda: load_table(root))
-    for page in found.pages():
-        text = read_text(page.path, f"{found.docs_label}/{page.uri}")
-        out += problems(text, page.uri, root, found.docs_label, table)
-        out += page_problems(text, page.uri, root, found.docs_label, table)
+    for page in project.pages():
+        text = read_text(page.path, f"{project.docs_label}/{page.uri}")
+        out += problems(text, page.uri, table, project.docs_label)
+        out += page_problems(text, page.uri, table, project.docs_label)
     return out
 
 

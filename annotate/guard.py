@@ -24,7 +24,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import Callable, Iterator
 
 from annotate.atomic import OLD, STAGING
 from annotate.errors import UserError
@@ -102,25 +102,22 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
     path = lock_path(root, target)
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    path_handle = open(path, "a+b")   # held for the whole run: the kernel drops the lock when the process dies
-    handle: BinaryIO | None = path_handle
+    handle = open(path, "a+b")   # held for the whole run: the kernel drops the lock when the process dies
     try:
-        try:
-            fcntl.flock(path_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            path_handle.close()
-            handle = None
-            raise UserError(f"{flag} {target}: another annotate run is writing it; wait for it to finish") from None
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        handle.close()   # not ours: the file stays for the run that holds it
+        if exc.errno not in (errno.EAGAIN, errno.EACCES):
+            raise
+        raise UserError(f"{flag} {target}: another annotate run is writing it; wait for it to finish") from None
+    try:
         sweep(target)
         yield
     finally:
-        if handle is not None:
-            path.unlink(missing_ok=True)  # while still held: a run that opened it before now refuses
-            handle.close()
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        path.unlink(missing_ok=True)  # while still held: a run that opened it before now refuses
+        handle.close()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def lock_path(root: Path, target: Path) -> Path:
@@ -132,9 +129,10 @@ def lock_path(root: Path, target: Path) -> Path:
 def sweep(target: Path) -> list[str]:
     """Clean what a killed run left beside ``target``; return what was done (for tests and messages).
 
-    Staged files and folders (``.<name>.new-*``, :data:`annotate.atomic.STAGING`) are removed. A
-    previous copy moved aside by a swap (``.<name>.old-*``) is put back when ``target`` is missing (the
-    swap died between its two renames), else removed. Call it only while holding :func:`output_lock`.
+    Staged files and folders (``.<name>.new-*`` and older versions' names, :data:`annotate.atomic.STAGING`)
+    are removed. A previous copy moved aside by a swap (``.<name>.old-*``) is put back when ``target`` is
+    missing (the swap died between its two renames), else removed. Call it only while holding
+    :func:`output_lock`.
     """
     parent, done = target.parent, list[str]()
     if not parent.is_dir():

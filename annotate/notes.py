@@ -292,37 +292,39 @@ def note_anchors(files: list[NotesFile]) -> list[Anchor]:
 
 def all_anchors(root: Path) -> list[Anchor]:
     """Every anchor the project holds: notes first, then prose references in docs/, then the map's (with origins)."""
+    return _anchors(root)
+
+
+def check(project: Project, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
+    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math."""
+    sources = Sources(project.root)
+    return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in _anchors(project, math_check)))
+
+
+def _anchors(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> list[Anchor]:
+    """Notes first, then prose references on the pages, then the map's: what :func:`all_anchors` and
+    :func:`check` both list; ``math_check`` vets the notes' math before the pages are read."""
     from annotate import framework_map, references  # they sit beside notes; imported late to keep load cheap
 
-    vendored = _vendored_once(root, root)
-    return (note_anchors(load_all(root, set(vendored))) + [r.anchor for r in references.scan_references(root, vendored)]
+    root = project.root if isinstance(project, Project) else project
+    vendored = _vendored_once(project)
+    files = load_all(root, set(vendored))
+    if math_check is not None:
+        vet_math(files, math_check)
+    return (note_anchors(files) + [r.anchor for r in references.scan_references(project, vendored)]
             + framework_map.map_anchors(root))
 
 
-def _vendored_once(project: Project | Path, root: Path) -> list[str]:
+def _vendored_once(project: Project | Path) -> list[str]:
     """The vendored paths, walked once for the notes and the pages' references alike.
 
     Empty, with no walk, when neither needs them (a bare root with no ``notes/`` and no mkdocs.yml),
     so a missing copy is still no error there, as when each walked on its own.
     """
-    wanted = isinstance(project, Project) or (root / Project.NOTES_DIR).is_dir() or (root / Project.CONFIG_NAME).is_file()
-    return vendored_files(root) if wanted else []
-
-
-def check(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
-    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math.
-    ``project`` may be its root (its mkdocs.yml is then read to find the pages)."""
-    from annotate import framework_map, references
-
-    root = project.root if isinstance(project, Project) else project
-    vendored = _vendored_once(project, root)
-    files = load_all(root, set(vendored))
-    if math_check is not None:
-        vet_math(files, math_check)
-    sources = Sources(root)
-    anchors = (note_anchors(files) + [r.anchor for r in references.scan_references(project, vendored)]
-               + framework_map.map_anchors(root))
-    return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in anchors))
+    if isinstance(project, Project):
+        return vendored_files(project.root)
+    wanted = (project / Project.NOTES_DIR).is_dir() or (project / Project.CONFIG_NAME).is_file()
+    return vendored_files(project) if wanted else []
 
 
 def vet_math(files: list[NotesFile], math_check: Callable[[str], str | None]) -> None:

@@ -74,11 +74,11 @@ class Project:
         """
         root = Path(root).resolve()
         config_file = root / cls.CONFIG_NAME
-        raw = _read_yaml(config_file, cls.CONFIG_NAME)
-        docs = _setting_folder(raw, "docs_dir", config_file, cls.CONFIG_NAME)
-        site = _setting_folder(raw, "site_dir", config_file, cls.CONFIG_NAME)
+        raw = _read_yaml(config_file)
+        docs_dir = _setting(raw, "docs_dir", config_file)
+        docs, site = _folder(config_file, docs_dir), _folder(config_file, _setting(raw, "site_dir", config_file))
         if not docs.is_dir():
-            raise UserError(f"{config_file}: docs_dir {raw.get('docs_dir', _default('docs_dir'))!r} is not a folder "
+            raise UserError(f"{config_file}: docs_dir {docs_dir!r} is not a folder "
                             f"({docs}); create it or set docs_dir to the folder of the hand-written pages")
         if docs == config_file.parent or docs in config_file.parent.parents:
             raise UserError(f"{config_file}: docs_dir {docs} holds the config file itself; "
@@ -101,7 +101,7 @@ class Project:
     @property
     def inputs(self) -> tuple[str, ...]:
         """The project's input folders, root-relative: no output may be one, inside one or around one."""
-        return _unique((self.docs_label, self.NOTES_DIR, self.VENDOR_DIR, self.TRACES_DIR, self.MAP_DIR, ".git"))
+        return _inputs(self.docs_label)
 
     @property
     def watched(self) -> tuple[Path, ...]:
@@ -143,26 +143,23 @@ def project_inputs(root: Path) -> tuple[str, ...]:
     try:
         return Project.load(root).inputs
     except UserError:
-        return Project(Path(root).resolve(), Path(root) / Project.CONFIG_NAME, Path(root).resolve() / DOCS_FOLDER,
-                       Path(root).resolve() / SITE_FOLDER).inputs
+        return _inputs(DOCS_FOLDER)
 
 
-def _unique(names: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(names))
+def _inputs(docs_label: str) -> tuple[str, ...]:
+    """The input folders, root-relative and once each, of a project whose pages are in ``docs_label``."""
+    return tuple(dict.fromkeys((docs_label, Project.NOTES_DIR, Project.VENDOR_DIR, Project.TRACES_DIR,
+                                Project.MAP_DIR, ".git")))
 
 
-def _default(setting: str) -> str:
-    return _DEFAULTS[setting]
-
-
-def _read_yaml(config_file: Path, name: str) -> dict[str, Any]:
+def _read_yaml(config_file: Path) -> dict[str, Any]:
     """The config file's settings, read with MkDocs' own YAML loader (``!ENV``, ``!!python/name:``, INHERIT).
 
     Where MkDocs is not installed (the GPU image runs `annotate trace` without the site's tools), a
     safe loader that reads any tag it does not know as null: enough for docs_dir and site_dir.
     """
     if not config_file.is_file():
-        raise UserError(f"{config_file}: missing; restore it with `git checkout -- {name}`")
+        raise UserError(f"{config_file}: missing; restore it with `git checkout -- {config_file.name}`")
     try:
         with open(config_file, "rb") as fd:
             raw = _yaml_load(fd)
@@ -201,14 +198,19 @@ def _yaml_load(fd: BinaryIO) -> Any:
         raise ValueError(str(exc)) from None
 
 
-def _setting_folder(raw: dict[str, Any], setting: str, config_file: Path, name: str) -> Path:
-    """A folder setting resolved as MkDocs resolves it: relative to the config file's folder."""
+def _setting(raw: dict[str, Any], setting: str, config_file: Path) -> str:
+    """A folder setting's value as MkDocs reads it: its default when absent or null (``docs_dir: ~``)."""
     value = raw.get(setting)
     if value is None:
-        value = _default(setting)
+        value = _DEFAULTS[setting]
     if not isinstance(value, str) or not value.strip():
         raise UserError(f"{config_file}: {setting} is {value!r}, not a folder name; "
-                        f"write e.g. `{setting}: {_default(setting)}` in {name}")
+                        f"write e.g. `{setting}: {_DEFAULTS[setting]}` in {config_file.name}")
+    return value
+
+
+def _folder(config_file: Path, value: str) -> Path:
+    """A folder setting resolved as MkDocs resolves it: relative to the config file's folder."""
     return Path(os.path.normpath(config_file.parent / value)).resolve()
 
 

@@ -18,6 +18,7 @@ from annotate import claims
 from annotate.errors import UserError
 from annotate.lesson import cache
 from annotate.lesson.table import load_table
+from annotate.project import Project
 
 REPO = Path(__file__).resolve().parents[1]
 VENDOR = REPO / "vendor" / "nano-vllm"
@@ -114,7 +115,7 @@ def test_swiglu_walkthrough_matches_plain_torch() -> None:
 
 @needs_vendor
 def test_lesson_and_reference_pages_expand_cleanly() -> None:
-    assert claims.scan_claims(REPO) == []
+    assert claims.scan_claims(Project.load(REPO)) == []
     text = (REPO / "docs" / "lesson.md").read_text(encoding="utf-8")
     out = claims.expand(text, "lesson.md", REPO)
     assert "{{=" not in out.replace("`{{=", "")

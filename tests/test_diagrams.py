@@ -18,6 +18,7 @@ from annotate.lesson import diagrams as data
 from annotate.lesson.model import Claim
 from annotate.lesson.table import Table, load_table
 from annotate.pages import diagrams as pages
+from annotate.project import Project
 from goldens import compare_golden
 
 pytest_plugins = ["site_fixtures"]
@@ -218,10 +219,10 @@ def test_annotate_check_lists_a_diagram_that_cannot_be_drawn(project: Path):
     """`annotate check` (claims.scan_claims) covers the diagrams: an unknown one is one line."""
     from annotate.claims import scan_claims
 
-    assert scan_claims(project) == []
+    assert scan_claims(Project.load(project)) == []
     page = project / "docs" / "diagrams.md"
     page.write_text(page.read_text(encoding="utf-8") + "\n{{diagram nope}}\n", encoding="utf-8")
-    assert scan_claims(project) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]
+    assert scan_claims(Project.load(project)) == ["docs/diagrams.md: unknown diagram 'nope'; known: swiglu, rmsnorm, traced"]
 
 
 def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_path: Path, tiny_trace):

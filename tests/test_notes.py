@@ -9,6 +9,7 @@ from annotate.anchors import CHANGED, EXACT, VANISHED
 from annotate.cli import main
 from annotate.errors import UserError
 from annotate.notes import all_anchors, check, load_all, parse_notes, vet_math
+from annotate.project import Project
 from annotate.render.katex import shared
 
 pytest_plugins = ["site_fixtures"]
@@ -50,7 +51,7 @@ def test_real_notes_load_and_all_resolve_exactly() -> None:
                                        "nanovllm/models/qwen3.py", "transformers/models/qwen3/modeling_qwen3.py",
                                        "vllm/ir/ops/layernorm.py", "vllm/model_executor/models/qwen2.py",
                                        "vllm/model_executor/models/qwen3.py"]
-    report = check(REPO, math_check=shared(REPO).check)
+    report = check(Project.load(REPO), math_check=shared(REPO).check)
     assert report.ok, report.render()
     assert set(report.counts()) == {EXACT}
 
@@ -153,7 +154,7 @@ notes:
     statement: residual = x.to(torch.bfloat16)
     zh: y
 """)
-    report = check(project)
+    report = check(Project.load(project))
     states = [e.resolution.state for e in report.entries if e.resolution.anchor.origin.startswith("notes/")]
     assert states == [VANISHED, CHANGED] and not report.ok
     changed = report.problems[1].line()

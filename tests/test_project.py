@@ -119,6 +119,13 @@ def test_a_bad_config_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest
     assert not (tmp_path / "site").exists()
 
 
+def test_a_null_docs_dir_is_named_by_the_default_it_means(tmp_path: Path) -> None:
+    """``docs_dir: ~`` means MkDocs' default; when that folder is missing the message names it, not None."""
+    root = _root(tmp_path, "site_name: t\ndocs_dir: ~\n")
+    with pytest.raises(UserError, match=f"docs_dir '{DOCS_FOLDER}' is not a folder"):
+        Project.load(root)
+
+
 def test_a_missing_config_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--root", str(tmp_path), "check", "--no-math", "--no-claims"]) == 2
     assert "mkdocs.yml: missing; restore it with `git checkout -- mkdocs.yml`" in _one_error(capsys)

@@ -159,5 +159,7 @@ def test_a_staged_lock_a_killed_update_left_is_swept(lock_project: Path) -> None
 
     lock = lock_project / LOCK_NAME
     leftover = stage_file(lock, b"{half")
+    older = lock.parent / f".{lock.name}.k3x_9qz0.tmp"   # how stage_file named it before 2026-12
+    older.write_bytes(b"{half")
     sync(lock_project)
-    assert not leftover.exists() and read_lock(lock)
+    assert not leftover.exists() and not older.exists() and read_lock(lock)

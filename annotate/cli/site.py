@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from annotate import notes
+    from annotate import claims, notes
     from annotate.render.katex import shared
     from annotate.vendoring.sync import verify_all
 
@@ -50,19 +50,12 @@ def run_check(args: argparse.Namespace) -> int:
         bad_math = check_docs(project, math_check)
         if bad_math:
             raise UserError(bad_math[0] + (f" (and {len(bad_math) - 1} more)" if len(bad_math) > 1 else ""))
-    broken = [] if args.no_claims else claim_problems(project)
+    broken = [] if args.no_claims else claims.scan_claims(project)
     for line in broken:
         print(f"claim  {line}")
     if not args.no_claims:
         print(f"computed claims: {'all hold' if not broken else f'{len(broken)} no longer hold'}")
     return 1 if args.strict and (not report.ok or broken) else 0
-
-
-def claim_problems(project: Project) -> list[str]:
-    """One line per computed claim on the hand-written pages that is unknown or no longer holds."""
-    from annotate import claims
-
-    return claims.scan_claims(project)
 
 
 def run_build(args: argparse.Namespace) -> int:

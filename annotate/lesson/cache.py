@@ -25,7 +25,8 @@ from annotate.errors import UserError
 from annotate.project import Project
 from annotate.vendoring.lock import VENDOR_DIR
 
-CLAIMS_CACHE_DIR = Project.CACHE_DIR
+#: a cache file's name, its key in the braces (:func:`cache_path` fills it, :func:`prune` globs it)
+_NAME = "claims-{}.json"
 #: nano-vllm's Python package inside its vendor folder (the package's name is a fact of the upstream)
 VENDOR_PACKAGE = Path(VENDOR_DIR) / "nanovllm"
 CLAIMS_FORMAT = 1
@@ -83,7 +84,7 @@ def trace_files(root: Path) -> list[Path]:
 
 
 def cache_path(root: Path, key: str) -> Path:
-    return root / CLAIMS_CACHE_DIR / f"claims-{key}.json"
+    return root / Project.CACHE_DIR / _NAME.format(key)
 
 
 def read_cached(path: Path) -> dict[str, Any] | None:
@@ -129,10 +130,9 @@ def load_claims(root: Path) -> tuple[str, dict[str, Any]]:
     return key, data
 
 
-def prune(keep: Path) -> list[Path]:
+def prune(keep: Path) -> None:
     """Remove the cache files of earlier keys beside ``keep`` (no key comes back once its inputs changed,
     short of undoing an edit; each file is ~100 KB and they used to pile up, one per edit or re-trace)."""
-    gone = [old for old in keep.parent.glob(cache_path(keep.parent, "*").name) if old != keep]
-    for old in gone:
-        old.unlink(missing_ok=True)
-    return gone
+    for old in keep.parent.glob(_NAME.format("*")):
+        if old != keep:
+            old.unlink(missing_ok=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import re
 import struct
-from pathlib import Path
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -405,16 +404,14 @@ def drawn(key: str, table: Any, where: str) -> Diagram:
         raise ClaimError(f"{where}: {exc}") from None
 
 
-def page_problems(markdown: str, page: str, root: Path, folder: str = DOCS_FOLDER,
-                  table: Callable[[], Table] | None = None) -> list[str]:
+def page_problems(markdown: str, page: str, table: Callable[[], Table], folder: str = DOCS_FOLDER) -> list[str]:
     """One line per diagram placed on a page that cannot be drawn (for `annotate check`); ``folder`` names
-    the docs folder in messages (Project.docs_label); ``table`` gives the claims (default: loaded from ``root``)."""
+    the docs folder in messages (Project.docs_label); ``table`` gives the claims, called only when the page
+    places a diagram."""
     keys = DIAGRAM_LINE.findall(markdown)
     if not keys:
         return []
-    from annotate.lesson.table import load_table
-
-    claims, out = table() if table is not None else load_table(root), []
+    claims, out = table(), []
     for key in keys:
         if key not in BUILDERS:
             out.append(f"{folder}/{page}: unknown diagram {key!r}; known: {', '.join(BUILDERS)}")

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from annotate.claims import ClaimError
+from annotate.claims import ClaimError, claims_table
 from annotate.lesson.diagrams import PAGE, Block, Cell, Counterexample, Diagram, all_diagrams, n
 from annotate.project import DOCS_FOLDER
 from annotate.pages.tracefmt import esc
@@ -110,9 +110,7 @@ def expand(page_html: str, root: Path, *, strict: bool = True, table: Callable[[
     ``root``); messages name the page as ``folder/page`` (``Project.docs_label``, the page's src uri)."""
     if "{{diagram " not in page_html:
         return page_html
-    from annotate.lesson.table import load_table
-
-    claims = table() if table is not None else load_table(root)
+    claims = claims_table(root, table)
     try:
         diagrams = all_diagrams(claims, folder)
     except ClaimError as exc:

@@ -74,7 +74,7 @@ def walk_vendor(root: Path, upstream: Vendor = NANO_VLLM) -> list[tuple[str, boo
     return _walk(root / upstream.dir)
 
 
-def verify_vendored(root: Path, lock: Lock | None, upstream: Vendor = NANO_VLLM,
+def verify_vendored(root: Path, lock: Lock, upstream: Vendor = NANO_VLLM,
                     walked: list[tuple[str, bool]] | None = None, data: Mapping[str, bytes] | None = None) -> None:
     """What a strict build publishes must be exactly what the lock vouches for: same files, same sha256.
 
@@ -85,9 +85,6 @@ def verify_vendored(root: Path, lock: Lock | None, upstream: Vendor = NANO_VLLM,
     folder, lock_name = upstream.dir, upstream.lock_name
     vendor = root / folder
     fix = "run `annotate vendor sync` to restore the vendored copy the lock pins"
-    if lock is None:
-        raise UserError(f"{lock_name}: missing; nothing vouches for {folder} (restore it from git, "
-                        f"or pin a source with `annotate vendor update`)")
     if not vendor.is_dir():
         raise UserError(f"{folder}: the vendored copy is missing; {fix}")
     recorded = lock.source.files
