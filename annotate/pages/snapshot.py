@@ -127,9 +127,8 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
     map_resolved = {a: resolve(a, sources.get(a.path)) for row in rows or () for cell in row.cells.values()
                     for a in cell.anchors}
     recovered = tuple(recover_outputs(root, root / Project.TRACES_DIR))   # a trace an interrupted swap moved aside
-    primary = registry.lock(registry.all[0])
     today = {p: f.data for p, f in files.items() if f.owner == NANO_VLLM.name}   # what traces are placed on
-    traces = load_traces(root, primary.upstream.commit if primary else None, today=today)
+    traces = load_traces(root, registry.lock(registry.all[0]).upstream.commit, today=today)
     spans = [res for page in refs.values() for _, res in page] + list(map_resolved.values())
     return Snapshot(root=root, files=MappingProxyType(files), sources=MappingProxyType(sources),
                     pins=tuple((v.name, registry.lock(v)) for v in registry.all), notes=notes,
