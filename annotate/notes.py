@@ -202,7 +202,7 @@ def _note(item: Any, index: int, path: str, notes_path: str) -> Note:
     if not texts.get("zh") and not texts.get("en") and not math:
         raise UserError(f"{where}: the note is empty; give it `zh:`/`en:` prose or `math:`")
     anchor = Anchor(path=path, symbol=symbol.strip(), statement=statement, nth=nth,
-                    origin=f"{notes_path}: note {index}")
+                    origin=f"{notes_path}: note {index}", nth_set="nth" in item)
     return Note(anchor=anchor, index=index, yaml_line=item["__line__"], math=math.strip(),
                 zh=texts.get("zh", ""), en=texts.get("en", ""), vars=variables)
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from annotate import source as pysource
-from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, nearest_text, resolve
+from annotate.anchors import (AMBIGUOUS, CHANGED, EXACT, MOVED, VANISHED, Anchor, ambiguous_text, compare,
+                              nearest_text, resolve)
 from annotate.atomic import stage_file
 from annotate.errors import UserError
 from annotate.notes import all_anchors
@@ -72,7 +73,7 @@ class AnchorReport:
     """What one note or prose reference does across the update."""
 
     anchor: Anchor
-    state: str  # unchanged | moved | changed | vanished
+    state: str  # unchanged | moved | changed | vanished | ambiguous
     was: str  # its resolution in the old local copy: exact | changed | vanished | unknown
     old_span: tuple[int, int] | None = None
     new_span: tuple[int, int] | None = None
@@ -92,6 +93,8 @@ class AnchorReport:
         elif self.state == CHANGED:
             text = (f"statement not found in {self.anchor.symbol or 'module level'}; "
                     f"nearest: {nearest_text(self.candidates)}")
+        elif self.state == AMBIGUOUS:
+            text = ambiguous_text(self.anchor, self.candidates)
         else:
             text = f"symbol {self.anchor.symbol!r} is gone" if self.anchor.symbol else "file is gone"
         if self.was not in (EXACT, MOVED, "unknown"):
@@ -126,8 +129,9 @@ class UpdatePlan:
         return [r for r in self.anchors if not r.ok]
 
     def counts(self) -> dict[str, int]:
-        states = (UNCHANGED, MOVED, CHANGED, VANISHED)
-        return {s: sum(r.state == s for r in self.anchors) for s in states}
+        states = (UNCHANGED, MOVED, CHANGED, VANISHED, AMBIGUOUS)
+        found = {s: sum(r.state == s for r in self.anchors) for s in states}
+        return {s: n for s, n in found.items() if n or s != AMBIGUOUS}   # "0 ambiguous" says nothing
 
     def to_json(self) -> dict[str, Any]:
         return {"from": _pin_json(self.old), "to": _pin_json(self.new),

@@ -17,6 +17,7 @@ from typing import Callable
 LOCK = "vendor/nano-vllm.lock.json"
 VENDORED = "vendor/nano-vllm"
 LAYERNORM_NOTES = "notes/nanovllm/layers/layernorm.py.yml"
+MAP = "map/decoder-block.yml"
 
 
 @dataclass(frozen=True)
@@ -348,6 +349,19 @@ ROWS: tuple[Row, ...] = (
         append("docs/writing.md", b"\n\xff\n")),
     Row("notes", "--root 指向不存在的目录", "--root that does not exist", ("--root", "{t}/nowhere", "check", "--strict"),
         "no such folder"),
+    Row("notes", "地图里拼错的键", "a mistyped key in the map", ("check", "--no-claims", "--no-math"),
+        "$.rows[0].stpe: unknown key", replace(MAP, "    zh: 词嵌入\n", "    zh: 词嵌入\n    stpe: typo\n")),
+    Row("notes", "地图里重复的步骤（重复的 HTML id）", "a repeated step in the map (a duplicate HTML id)",
+        ("check", "--no-claims", "--no-math"), "step 'embedding' repeats",
+        replace(MAP, "  - step: first-input-norm\n", "  - step: embedding\n")),
+    Row("notes", "地图文件被删除", "the map file deleted", ("check", "--no-claims", "--no-math"),
+        "map/decoder-block.yml: missing", lambda p, t: (p / MAP).unlink()),
+    Row("notes", "地图文件是指向别处的符号链接", "the map file a symlink elsewhere", ("check", "--no-claims", "--no-math"),
+        "map/decoder-block.yml: is a symbolic link", lambda p, t: ((p / MAP).unlink(), symlink(MAP, "/etc/passwd")(p, t))),
+    Row("notes", "`{{value}}` 的层是 ²", "a `{{value}}` layer written ²", ("build", "--site-dir", "{t}/site"),
+        "layer '²' is not a number", replace("docs/lesson.md", "› residual › 2}}", "› residual › ²}}")),
+    Row("notes", "未闭合的 `{{value`", "an unclosed `{{value`", ("build", "--site-dir", "{t}/site"),
+        "unclosed {{value", append("docs/lesson.md", "\n见 {{value qwen3.py › Qwen3DecoderLayer.forward\n".encode())),
     # --- traces a build reads
     Row("trace", "记录的 line 是字符串", 'a record\'s line is "151"', ("build", "--site-dir", "{t}/site"),
         '$.records[0].line: expected an integer, got "151"', trace_json(lambda d: _record(d).update(line="151")), "trace"),

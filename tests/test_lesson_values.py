@@ -97,3 +97,8 @@ def test_a_file_no_trace_records_is_named_not_told_to_record_a_trace() -> None:
     msg = str(info.value)
     assert f"no trace records lines of {hf}" in msg and QWEN3 in msg and "record a trace first" not in msg
     assert "make site" in expand(f"{{{{value {body}}}}}", "lesson.md", repo_sources(), TraceSet([]))
+
+
+def test_an_empty_placeholder_asks_for_its_five_parts() -> None:
+    with pytest.raises(UserError, match=r"^docs/lesson.md:1: .*needs five parts"):
+        expand("{{value}}", "lesson.md", repo_sources(), mini_set())

@@ -28,7 +28,7 @@ from annotate.references import find_file
 from annotate.pages.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
 from annotate.source import AnchorError, SourceFile
 
-PLACEHOLDER = re.compile(r"\{\{value\s+(?P<body>.*?)\}\}")
+PLACEHOLDER = re.compile(r"\{\{value(?P<body>(?:\s.*?)?)\}\}")   # `{{value}}`: an empty body, refused
 SEP = " › "
 LAYER = re.compile(r"[0-9]+")
 
