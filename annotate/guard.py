@@ -23,6 +23,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -73,6 +74,24 @@ def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str,
     if any(target.iterdir()) and not is_ours(target):
         raise UserError(f"{flag} {target}: not empty and not a previous annotate output (no {OUTPUT_MARKER}); "
                         "choose an empty or new folder (nothing was changed)")
+
+
+def refuse_uncreatable(target: Path, flag: str) -> None:
+    """Refuse a ``target`` that cannot really be made, before any work: the nearest existing folder above
+    it must take a new folder (the staging copy is made beside ``target``). ``os.access`` says yes to root
+    everywhere, ``/proc`` included, so a probe folder is made there and removed at once."""
+    existing = target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    reason = None if existing.is_dir() else "not a folder"
+    if reason is None:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".annotate-probe-", dir=existing))
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+    if reason is not None:
+        raise UserError(f"{flag} {target}: cannot write in {existing} ({reason}); choose a writable {flag} "
+                        "(nothing was changed)")
 
 
 def tracked_files(folder: Path) -> list[str]:

@@ -269,6 +269,10 @@ ROWS: tuple[Row, ...] = (
     Row("output", "被拒绝的 trace 不创建 --out 的上级目录", "a refused trace creates no --out parents",
         ("trace", "--model", "{t}/empty", "--out", "{p}/new/deep/out"), "no config.json",
         lambda p, t: (t / "empty").mkdir()),
+    Row("output", "trace 输出到 /proc 下（root 也不能创建）", "trace output under /proc (not even root can create it)",
+        ("trace", "--preset", "tiny", "--out", "/proc/annotate-out", "--force"), "cannot write in /proc"),
+    Row("output", "站点输出到 /proc 下", "site output under /proc", ("build", "--site-dir", "/proc/annotate-site"),
+        "cannot write in /proc"),
     Row("output", "两个 build 同时写同一个输出", "two builds writing one output at once",
         ("build", "--site-dir", "{t}/site"), "another annotate run is writing it", another_run("{t}/site")),
     # --- the lock

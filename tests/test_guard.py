@@ -176,3 +176,17 @@ def test_ctrl_c_swallowed_during_compile_still_exits_130(tiny_trace, tmp_path: P
     rc, _, err = run_cli("trace", "--preset", "tiny", "--out", str(out), "--quiet")
     assert rc == 130 and "interrupted; nothing half-written was kept" in err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+def test_an_output_that_cannot_really_be_made_is_refused_and_the_probe_leaves_nothing(tmp_path: Path) -> None:
+    """`os.access` says yes to root under /proc; the probe folder does not (issue 23, 25: `trace --out /proc/x`
+    ran the whole trace, then failed with a traceback)."""
+    from annotate.guard import refuse_uncreatable
+
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    for target, where in ((Path("/proc/annotate-x/deep"), "/proc"), (tmp_path / "file" / "out", str(tmp_path / "file"))):
+        with pytest.raises(UserError) as info:
+            refuse_uncreatable(target, "--out")
+        assert str(info.value).startswith(f"--out {target}: cannot write in {where} (") and "choose a writable --out" in str(info.value)
+    refuse_uncreatable(tmp_path / "new" / "deeper" / "out", "--out")     # creatable: nothing made, nothing left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
