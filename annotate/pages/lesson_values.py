@@ -30,7 +30,7 @@ from annotate.source import AnchorError, SourceFile
 
 PLACEHOLDER = re.compile(r"\{\{value(?P<body>(?:\s.*?)?)\}\}")   # `{{value}}`: an empty body, refused
 SEP = " › "
-LAYER = re.compile(r"[0-9]+")
+LAYER_DIGITS = re.compile(r"[0-9]+")
 
 
 def _file(sources: Mapping[str, SourceFile], name: str, where: str) -> str:
@@ -72,7 +72,7 @@ def _layer(text: str, where: str) -> int | None:
     """The layer a placeholder names: ASCII digits or ``none`` (``²`` passes str.isdigit but not int())."""
     if text == NONE_KEY:
         return None
-    if not LAYER.fullmatch(text):
+    if not LAYER_DIGITS.fullmatch(text):
         raise UserError(f"{where}: {{{{value …}}}}: layer {text!r} is not a number or `none`; "
                         "write the layer in digits 0-9 (`2`) or `none`")
     return int(text)
