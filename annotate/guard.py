@@ -120,6 +120,7 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
     """
     path = lock_path(root, target)
     folder = path.parent
+    made = [f for f in (folder, *folder.parents) if _inside(f, root.resolve()) and f != root.resolve() and not f.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+b")   # held for the whole run: the kernel drops the lock when the process dies
     try:
@@ -135,8 +136,9 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
     finally:
         path.unlink(missing_ok=True)  # while still held: a run that opened it before now refuses
         handle.close()
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        for created in made or [folder]:   # .cache/locks, and .cache itself when this run made it
+            with contextlib.suppress(OSError):
+                created.rmdir()
 
 
 def lock_path(root: Path, target: Path) -> Path:

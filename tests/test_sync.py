@@ -163,3 +163,21 @@ def test_a_staged_lock_a_killed_update_left_is_swept(lock_project: Path) -> None
     older.write_bytes(b"{half")
     sync(lock_project)
     assert not leftover.exists() and not older.exists() and read_lock(lock)
+
+
+def test_vendor_sync_outside_a_project_says_so_and_leaves_nothing(tmp_path: Path, capsys) -> None:
+    """Run in a folder that is no project, `vendor sync` left `.cache/` behind (the output lock's folder)
+    and told the user to `git checkout` a lock that was never there."""
+    from annotate.cli import main
+
+    assert main(["--root", str(tmp_path), "vendor", "sync"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("annotate: error:")]
+    assert len(lines) == 1 and "not the project root" in lines[0] and "--root" in lines[0], err
+    assert "git checkout" not in lines[0] and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+    # a folder with vendor/ but no lock gets past that check and takes the output lock: .cache/ goes again
+    (tmp_path / "vendor").mkdir()
+    assert main(["--root", str(tmp_path), "vendor", "sync"]) == 2
+    assert "lock file missing" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["vendor"]
