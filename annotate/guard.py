@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Iterator
 
-from annotate.atomic import OLD, STAGING
+from annotate.atomic import NEW, OLD, STAGING, staging_prefix
 from annotate.errors import UserError
 from annotate.project import Project, project_inputs
 
@@ -112,11 +112,13 @@ def mark(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
+def output_lock(root: Path, target: Path, flag: str, paired: Path | None = None) -> Iterator[None]:
     """Hold an exclusive lock on ``target`` for this run; a second run on it refuses with one line.
 
     The lock file lives under ``.cache/locks`` (git-ignored), keyed by the target's absolute path,
     so taking it creates nothing next to the output; the kernel releases it when the process dies.
+    ``paired`` is a file that changes together with ``target`` (a vendor folder's lock): what a killed
+    run left of the pair is put back to the last state in which both agreed (:func:`roll_back_pair`).
     """
     path = lock_path(root, target)
     folder = path.parent
@@ -131,6 +133,9 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
             raise
         raise UserError(f"{flag} {target}: another annotate run is writing it; wait for it to finish") from None
     try:
+        if paired is not None:
+            roll_back_pair(target, paired)
+            sweep(paired)
         sweep(target)
         yield
     finally:
@@ -177,6 +182,31 @@ def sweep(target: Path) -> list[str]:
         _remove(old)
         done.append(f"removed {old.name}")
     return done
+
+
+def roll_back_pair(target: Path, paired: Path) -> list[str]:
+    """Undo a swap of folder ``target`` whose ``paired`` file was never renamed into place.
+
+    `vendor update` swaps the new vendor folder in, then renames its staged lock over the old one. A
+    run killed between those two renames leaves the new folder, the old one moved aside (``.<name>.old-*``)
+    and the staged lock (``.<lock>.new-*``) beside the old lock: the new folder goes aside to be swept and
+    the old one comes back, so folder and lock agree again. Call it only while holding :func:`output_lock`.
+    """
+    parent = target.parent
+    if not parent.is_dir() or not target.exists():
+        return []
+    olds = [e for e in parent.iterdir() if (m := STAGING.match(e.name)) and m.group("kind") == OLD
+            and m.group("name") == target.name]
+    staged = [e for e in paired.parent.iterdir() if (m := STAGING.match(e.name)) and m.group("kind") == NEW
+              and m.group("name") == paired.name] if paired.parent.is_dir() else []
+    if not olds or not staged:
+        return []
+    aside = Path(tempfile.mkdtemp(prefix=staging_prefix(target), dir=parent))   # a NEW name: swept next
+    aside.rmdir()
+    os.replace(target, aside)
+    newest = max(olds, key=lambda p: p.stat().st_mtime)
+    os.replace(newest, target)
+    return [f"put back {target.name} from {newest.name}: {paired.name} was never updated"]
 
 
 def _remove(path: Path) -> None:

@@ -143,12 +143,13 @@ def vendor_writer(root: Path, upstream: Vendor = NANO_VLLM) -> Iterator[None]:
     """Guard and lock one vendor folder for one writing run (sync or update); sweep a killed run's leftovers.
 
     The vendored copy may hold hand edits (sync restores them), but never git-tracked files; a lock
-    file keeps a second run off it; a temp lock file a killed `vendor update` left is removed.
+    file keeps a second run off it; a temp lock file a killed `vendor update` left is removed, and a
+    `vendor update` killed between its two renames (new folder in, lock not yet) is rolled back.
     """
     vendor = root / upstream.dir
     guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home=Project.VENDOR_DIR)
-    with guard.output_lock(root, vendor, "vendor folder"):
-        guard.sweep(root / upstream.lock_name)   # a staged lock a killed `vendor update` left
+    # the lock changes with the folder: a `vendor update` killed between its two renames is undone here
+    with guard.output_lock(root, vendor, "vendor folder", paired=root / upstream.lock_name):
         yield
 
 
