@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -216,9 +217,18 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+#: how long a reader waits for another run's swap to finish (its two renames are an instant apart)
+SWAP_WAIT_S = 5.0
+
+
 def recover_outputs(root: Path, folder: Path) -> list[str]:
     """Put back every output under ``folder`` that an interrupted swap left aside (``.<name>.old-*`` with
-    no ``<name>``), each under its output lock; an output another run is writing is left to that run."""
+    no ``<name>``), each under its output lock.
+
+    When another run holds that lock it is between its swap's two renames: wait for the new copy
+    (:data:`SWAP_WAIT_S`), and refuse with one line if it does not come, rather than read the folder
+    without it (a build then published a site with the trace silently missing).
+    """
     done: list[str] = []
     if not folder.is_dir():
         return done
@@ -227,6 +237,19 @@ def recover_outputs(root: Path, folder: Path) -> list[str]:
         if not m or m.group("kind") != OLD or (folder / m.group("name")).exists():
             continue
         target = folder / m.group("name")
-        with contextlib.suppress(UserError), output_lock(root, target, "output"):
-            done.append(f"restored {target.name}")
+        try:
+            with output_lock(root, target, "output"):
+                done.append(f"restored {target.name}")
+        except UserError:
+            _await_swap(target, entry)
     return done
+
+
+def _await_swap(target: Path, aside: Path) -> None:
+    """Wait for another run to finish swapping ``target`` in; one UserError line if it does not."""
+    deadline = time.monotonic() + SWAP_WAIT_S
+    while not target.exists():
+        if time.monotonic() > deadline:
+            raise UserError(f"{target}: another annotate run is replacing it (the previous copy is aside as "
+                            f"{aside.name}); run this again when that run has finished")
+        time.sleep(0.05)
