@@ -34,7 +34,7 @@ from annotate.errors import UserError
 from annotate.project import Project
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
-from annotate.vendoring.registry import Registry
+from annotate.vendoring.registry import Registry, vendors
 from annotate.vendoring.sync import vendored_files
 
 SUFFIX = ".yml"
@@ -245,6 +245,10 @@ def load_file(root: Path, notes_file: Path, known: set[str] | None = None) -> No
     notes_path = notes_file.relative_to(root).as_posix()
     known = set(vendored_files(root)) if known is None else known
     if path not in known:
+        link = next((f"{v.dir}/{path}" for v in vendors(root) if (root / v.dir / path).is_symlink()), None)
+        if link is not None:   # the notes file is right: the vendored file is what is wrong
+            raise UserError(f"{link}: is a symbolic link, not a vendored file (annotated by {notes_path}); "
+                            "run `annotate vendor sync` to restore the vendored copy the lock pins")
         raise UserError(f"{notes_path}: {path} is not a vendored file (see `annotate vendor status`); "
                         f"rename the notes file to notes/<vendored path>.yml or delete it")
     return parse_notes(read_text(notes_file, notes_path), path, notes_path)

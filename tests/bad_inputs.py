@@ -72,6 +72,16 @@ def symlink(rel: str, target: str) -> Callable[[Path, Path], None]:
     return run
 
 
+def linked_copy(rel: str) -> Callable[[Path, Path], None]:
+    """The vendored file ``rel`` replaced by a link to an identical copy in the scratch folder."""
+    def run(project: Path, scratch: Path) -> None:
+        copy = scratch / Path(rel).name
+        copy.write_bytes((project / rel).read_bytes())
+        (project / rel).unlink()
+        os.symlink(copy, project / rel)
+    return run
+
+
 def tracked_folder(project: Path, scratch: Path) -> None:
     (project / "mine").mkdir()
     (project / "mine" / "thesis.md").write_text("my own work\n", encoding="utf-8")
@@ -326,6 +336,9 @@ ROWS: tuple[Row, ...] = (
         "sha256 differs from vendor/nano-vllm.lock.json", append(f"{VENDORED}/nanovllm/config.py", b"# edited\n")),
     Row("vendor", "vendor 里的文件不是 UTF-8（非严格构建）", "a vendored file not UTF-8 (non-strict build)",
         ("build", "--no-strict", "--site-dir", "{t}/site"), "is not UTF-8", append(f"{VENDORED}/nanovllm/config.py", b"\xff\n")),
+    Row("vendor", "带注释的 vendor 文件被换成符号链接（非严格构建）", "an annotated vendored file replaced by a link (non-strict build)",
+        ("build", "--no-strict", "--site-dir", "{t}/site"), "is a symbolic link, not a vendored file (annotated by",
+        linked_copy(f"{VENDORED}/nanovllm/layers/layernorm.py")),
     Row("vendor", "check 也检查 vendor", "check verifies the vendor too", ("check", "--strict", "--no-claims"),
         "is a symbolic link, not a vendored file", symlink(f"{VENDORED}/nanovllm/zz.py", "/etc/passwd")),
     # --- notes and docs
