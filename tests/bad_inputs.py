@@ -315,6 +315,12 @@ ROWS: tuple[Row, ...] = (
     Row("lock", "锁里多出一个源没有的文件", "the lock lists an upstream file the source does not", ("vendor", "sync"),
         "$.source.files: expected an entry for every upstream file",
         upstream_files(lambda f: f.update({"nanovllm/extra.py": _first(f)}))),
+    Row("lock", "vendor/ 里多出一份锁的拷贝（check）", "a stray copy of a lock in vendor/ (check)",
+        ("check", "--no-claims", "--no-math"), "(or, if vendor/vllm-old.lock.json is stray, delete it)",
+        lambda p, t: (p / "vendor/vllm-old.lock.json").write_bytes((p / "vendor/vllm.lock.json").read_bytes())),
+    Row("lock", "vendor/ 里多出一份锁的拷贝（sync）", "a stray copy of a lock in vendor/ (sync)", ("vendor", "sync"),
+        "vendor/vllm-old.lock.json: vllm/ir/ops/layernorm.py is also vendored by vendor/vllm.lock.json",
+        lambda p, t: (p / "vendor/vllm-old.lock.json").write_bytes((p / "vendor/vllm.lock.json").read_bytes())),
     # --- wheels (the registry source)
     Row("wheel", "wheel 不是 zip", "a wheel that is not a zip", ("vendor", "sync"), "not a readable wheel",
         pinned_wheel(b"this is not a zip archive")),

@@ -86,7 +86,7 @@ def verify_vendored(root: Path, lock: Lock, upstream: Vendor = NANO_VLLM,
     vendor = root / folder
     fix = "run `annotate vendor sync` to restore the vendored copy the lock pins"
     if not vendor.is_dir():
-        raise UserError(f"{folder}: the vendored copy is missing; {fix}")
+        raise UserError(f"{folder}: the vendored copy is missing; {fix}{_stray_hint(upstream)}")
     recorded = lock.source.files
     if not recorded:
         raise UserError(f"{lock_name}: records no sha256 of the vendored files; {fix}")
@@ -125,7 +125,13 @@ def require_copy(root: Path, upstream: Vendor) -> None:
     """One error with the fix when an upstream's vendored copy is not there."""
     vendor = root / upstream.dir
     if not vendor.is_dir():
-        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
+        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`{_stray_hint(upstream)}")
+
+
+def _stray_hint(upstream: Vendor) -> str:
+    """A missing copy of an upstream other than nano-vllm may come from a stray lock (a copy, a backup
+    named ``*.lock.json``): name that lock, since every lock under vendor/ is an upstream."""
+    return "" if upstream.primary else f" (or, if {upstream.lock_name} is stray, delete it)"
 
 
 def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
