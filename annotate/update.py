@@ -26,6 +26,7 @@ from annotate.errors import UserError
 from annotate.notes import all_anchors
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import (
+    HTTPS_URL,
     Lock,
     Source,
     Upstream,
@@ -229,12 +230,20 @@ def new_lock(old: Lock, commit: GitCommit, url_or_path: str, repo_url: str | Non
 
 
 def permalink_base(url_or_path: str, repo_url: str | None, old_repo: str) -> str:
-    """``--repo-url``, else the git URL when it is http(s), else the old lock's upstream repo."""
+    """``--repo-url``, else the git URL when it is http(s), else the old lock's upstream repo.
+
+    Checked here against the pattern the lock itself requires (:data:`HTTPS_URL`), so the dry run refuses
+    what the apply would: an ``http://`` address was planned, then blamed on the lock when written.
+    """
     if repo_url is not None:
-        if not re.match(r"^https?://[^/\s]+/\S+", repo_url):
-            raise UserError(f"--repo-url {repo_url!r}: not an http(s) URL; pass the repository's web address")
+        if not re.match(r"^https?://[^/\s]+/\S+", repo_url) or not re.fullmatch(HTTPS_URL, _web(repo_url)):
+            raise UserError(f"--repo-url {repo_url!r}: not an https:// web address (the lock's permalinks are "
+                            "https://); pass the repository's https:// address")
         return _web(repo_url)
     if re.match(r"^https?://", url_or_path):
+        if not re.fullmatch(HTTPS_URL, _web(url_or_path)):
+            raise UserError(f"--git {url_or_path!r}: its web address is not https://, so it cannot be the lock's "
+                            "permalink base; add --repo-url with the repository's https:// address")
         return _web(url_or_path)
     return old_repo
 
