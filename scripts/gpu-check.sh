@@ -32,7 +32,8 @@
 # selects device cpu, smaller bandwidth sizes and C++ kernels; every other line is the same.
 # Exit status: 0 when every step passed, 1 otherwise (each step still runs; its log comes back); 2 when
 # refused before any step (one line on stderr, nothing written): an OUTDIR that is a file or cannot be
-# created and written, or carried wheels whose names or versions differ from scripts/gpu-wheels.txt.
+# created and written, carried wheels whose names or versions differ from scripts/gpu-wheels.txt, or
+# no vendor/nano-vllm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR="${1:?usage: scripts/gpu-check.sh OUTDIR [WHEELS_DIR]}"
@@ -81,6 +82,8 @@ outdir_problem() {
   echo "OUTDIR $OUTDIR cannot be created or written; give a writable folder (the device tool's \$OUT)"
 }
 
+test -f vendor/nano-vllm/nanovllm/models/qwen3.py \
+  || refuse "vendor/nano-vllm/nanovllm/models/qwen3.py is missing: carry vendor/nano-vllm (run 'make site' or 'annotate vendor sync' first)"
 why="$(wheels_problem)"; [ -z "$why" ] || refuse "$why"
 why="$(outdir_problem)"; [ -z "$why" ] || refuse "$why"
 
@@ -128,8 +131,6 @@ print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| available:", 
 if torch.cuda.is_available():
     print("GPU", torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
 sys.exit(0 if torch.cuda.is_available() or sys.argv[1] == "cpu" else 1)' "$DEVICE"
-test -f vendor/nano-vllm/nanovllm/models/qwen3.py \
-  || { echo "!! vendor/nano-vllm is missing: carry it (run 'make site' or 'annotate vendor sync' first)"; FAILED+=(vendor); }
 
 step "carried wheels from $WHEELS → $SITE (--no-index --no-deps --target; names and versions checked before step 1)"
 run install 60 "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \

@@ -312,3 +312,14 @@ def test_good_inputs_pass_the_preflight(tmp_path: Path) -> None:
     log = (out / "gpu-check.log").read_text(encoding="utf-8")
     assert "== interpreter" in log and "done with failures" in log
     assert not [p for p in out.iterdir() if p.name.startswith(".gpu-check-probe")]
+
+
+def test_a_tree_without_the_vendored_copy_is_refused_before_any_step(tmp_path: Path) -> None:
+    """The travelling tree without vendor/nano-vllm (not carried): refused at once, not a failed trace step."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "scripts", tree / "scripts")
+    wheels = fake_wheels(tmp_path / "wheels")
+    env = dict(os.environ, GPU_CHECK_REHEARSE="1", PYTHON="false", TMPDIR=str(tmp_path))
+    proc = _run(["bash", "scripts/gpu-check.sh", str(tmp_path / "OUT"), str(wheels)], cwd=tree, env=env, timeout=120)
+    _refused(proc, "vendor/nano-vllm/nanovllm/models/qwen3.py is missing: carry vendor/nano-vllm")
+    assert not (tmp_path / "OUT").exists()
