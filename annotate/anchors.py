@@ -2,16 +2,18 @@
 
 An anchor names code the way a reader would: a file, a symbol (``RMSNorm.add_rms_forward``) and
 optionally a statement (normalised text) with ``nth`` when the text repeats. Notes and prose
-references are both anchors. Resolution never trusts a line number; an optional ``line`` hint
+references are both anchors. An anchor whose holder wrote no ``nth`` (``nth_set`` false) and whose
+statement occurs more than once in its symbol is *ambiguous*: it is refused with the occurrences listed,
+never bound to the first one silently. Resolution never trusts a line number; an optional ``line`` hint
 (where the anchor was last seen) only lets the report say "moved 36 → 39".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from annotate.source import AnchorError, SourceFile, normalise
 
-EXACT, MOVED, CHANGED, VANISHED = "exact", "moved", "changed", "vanished"
+EXACT, MOVED, CHANGED, VANISHED, AMBIGUOUS = "exact", "moved", "changed", "vanished", "ambiguous"
 OK_STATES = (EXACT, MOVED)
 
 
@@ -25,6 +27,7 @@ class Anchor:
     nth: int = 0
     line: int | None = None  # last known line: a hint for the report, never used to resolve
     origin: str = ""  # who holds the anchor, for messages: "notes/…/layernorm.py.yml: note 3"
+    nth_set: bool = True  # False: the holder wrote no `nth`, so a repeated statement is ambiguous
 
     def target(self, quoted: bool = True) -> str:
         """`RMSNorm.forward › 'return x' (nth=1)`: the symbol and statement this anchor names."""
@@ -50,9 +53,10 @@ class Resolution:
     """The outcome for one anchor against one version of a file."""
 
     anchor: Anchor
-    state: str  # exact | moved | changed | vanished
+    state: str  # exact | moved | changed | vanished | ambiguous
     span: tuple[int, int] | None = None  # resolved local line span
-    candidates: tuple[tuple[int, str], ...] = field(default=())  # (line, text) nearest statements when changed
+    #: (line, text): the nearest statements when changed, every occurrence when ambiguous
+    candidates: tuple[tuple[int, str], ...] = field(default=())
 
     @property
     def ok(self) -> bool:
@@ -66,13 +70,27 @@ class Resolution:
             return f"moved {a.line} → {self.span[0]}" if self.span else "moved"
         if self.state == CHANGED:
             return f"changed: statement not found in {a.symbol}; nearest: {nearest_text(self.candidates)}"
+        if self.state == AMBIGUOUS:
+            return ambiguous_text(a, self.candidates)
         return f"vanished: symbol {a.symbol!r} is gone from {a.path}"
+
+
+def ambiguous_text(anchor: Anchor, occurrences: tuple[tuple[int, str], ...]) -> str:
+    """`ambiguous: … occurs 2 times in X (lines 257, 273); add nth: 0–1`: the report of an ambiguous anchor."""
+    lines = ", ".join(str(line) for line, _ in occurrences)
+    return (f"ambiguous: the statement occurs {len(occurrences)} times in {anchor.symbol or 'module level'} "
+            f"(lines {lines}); add `nth:` (0 = line {occurrences[0][0]} … {len(occurrences) - 1} = line "
+            f"{occurrences[-1][0]}) to say which")
 
 
 def resolve(anchor: Anchor, source: SourceFile | None, k: int = 3) -> Resolution:
     """Resolve ``anchor`` in ``source`` (None: the file itself is gone)."""
     if source is None or (anchor.symbol is not None and anchor.symbol not in source.symbols):
         return Resolution(anchor, VANISHED)
+    if anchor.statement is not None and not anchor.nth_set:
+        found = source.matches(anchor.symbol, anchor.statement)
+        if len(found) > 1:
+            return Resolution(anchor, AMBIGUOUS, candidates=tuple((s.start_line, s.text) for s in found))
     try:
         span = source.find(anchor.symbol, anchor.statement, anchor.nth)
     except AnchorError:
@@ -86,4 +104,4 @@ def compare(anchor: Anchor, old: SourceFile | None, new: SourceFile | None) -> R
     """Resolve across a vendor update: the old line (from the old file) is the hint for "moved"."""
     before = resolve(anchor, old) if old is not None else None
     hint = before.span[0] if before is not None and before.span else anchor.line
-    return resolve(Anchor(anchor.path, anchor.symbol, anchor.statement, anchor.nth, hint, anchor.origin), new)
+    return resolve(replace(anchor, line=hint), new)

@@ -23,10 +23,12 @@ import hashlib
 import os
 import shutil
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
-from annotate.atomic import OLD, STAGING
+from annotate.atomic import NEW, OLD, STAGING, staging_prefix
 from annotate.errors import UserError
 from annotate.project import Project, project_inputs
 
@@ -75,6 +77,24 @@ def refuse_unsafe_output(root: Path, target: Path, flag: str, inputs: tuple[str,
                         "choose an empty or new folder (nothing was changed)")
 
 
+def refuse_uncreatable(target: Path, flag: str) -> None:
+    """Refuse a ``target`` that cannot really be made, before any work: the nearest existing folder above
+    it must take a new folder (the staging copy is made beside ``target``). ``os.access`` says yes to root
+    everywhere, ``/proc`` included, so a probe folder is made there and removed at once."""
+    existing = target.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    reason = None if existing.is_dir() else "not a folder"
+    if reason is None:
+        try:
+            os.rmdir(tempfile.mkdtemp(prefix=".annotate-probe-", dir=existing))
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+    if reason is not None:
+        raise UserError(f"{flag} {target}: cannot write in {existing} ({reason}); choose a writable {flag} "
+                        "(nothing was changed)")
+
+
 def tracked_files(folder: Path) -> list[str]:
     """Git-tracked files under ``folder`` (empty when it is in no git work tree)."""
     try:
@@ -93,14 +113,17 @@ def mark(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
+def output_lock(root: Path, target: Path, flag: str, paired: Path | None = None) -> Iterator[None]:
     """Hold an exclusive lock on ``target`` for this run; a second run on it refuses with one line.
 
     The lock file lives under ``.cache/locks`` (git-ignored), keyed by the target's absolute path,
     so taking it creates nothing next to the output; the kernel releases it when the process dies.
+    ``paired`` is a file that changes together with ``target`` (a vendor folder's lock): what a killed
+    run left of the pair is put back to the last state in which both agreed (:func:`roll_back_pair`).
     """
     path = lock_path(root, target)
     folder = path.parent
+    made = [f for f in (folder, *folder.parents) if _inside(f, root.resolve()) and f != root.resolve() and not f.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+b")   # held for the whole run: the kernel drops the lock when the process dies
     try:
@@ -111,13 +134,17 @@ def output_lock(root: Path, target: Path, flag: str) -> Iterator[None]:
             raise
         raise UserError(f"{flag} {target}: another annotate run is writing it; wait for it to finish") from None
     try:
+        if paired is not None:
+            roll_back_pair(target, paired)
+            sweep(paired)
         sweep(target)
         yield
     finally:
         path.unlink(missing_ok=True)  # while still held: a run that opened it before now refuses
         handle.close()
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        for created in made or [folder]:   # .cache/locks, and .cache itself when this run made it
+            with contextlib.suppress(OSError):
+                created.rmdir()
 
 
 def lock_path(root: Path, target: Path) -> Path:
@@ -158,6 +185,31 @@ def sweep(target: Path) -> list[str]:
     return done
 
 
+def roll_back_pair(target: Path, paired: Path) -> list[str]:
+    """Undo a swap of folder ``target`` whose ``paired`` file was never renamed into place.
+
+    `vendor update` swaps the new vendor folder in, then renames its staged lock over the old one. A
+    run killed between those two renames leaves the new folder, the old one moved aside (``.<name>.old-*``)
+    and the staged lock (``.<lock>.new-*``) beside the old lock: the new folder goes aside to be swept and
+    the old one comes back, so folder and lock agree again. Call it only while holding :func:`output_lock`.
+    """
+    parent = target.parent
+    if not parent.is_dir() or not target.exists():
+        return []
+    olds = [e for e in parent.iterdir() if (m := STAGING.match(e.name)) and m.group("kind") == OLD
+            and m.group("name") == target.name]
+    staged = [e for e in paired.parent.iterdir() if (m := STAGING.match(e.name)) and m.group("kind") == NEW
+              and m.group("name") == paired.name] if paired.parent.is_dir() else []
+    if not olds or not staged:
+        return []
+    aside = Path(tempfile.mkdtemp(prefix=staging_prefix(target), dir=parent))   # a NEW name: swept next
+    aside.rmdir()
+    os.replace(target, aside)
+    newest = max(olds, key=lambda p: p.stat().st_mtime)
+    os.replace(newest, target)
+    return [f"put back {target.name} from {newest.name}: {paired.name} was never updated"]
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -165,9 +217,18 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+#: how long a reader waits for another run's swap to finish (its two renames are an instant apart)
+SWAP_WAIT_S = 5.0
+
+
 def recover_outputs(root: Path, folder: Path) -> list[str]:
     """Put back every output under ``folder`` that an interrupted swap left aside (``.<name>.old-*`` with
-    no ``<name>``), each under its output lock; an output another run is writing is left to that run."""
+    no ``<name>``), each under its output lock.
+
+    When another run holds that lock it is between its swap's two renames: wait for the new copy
+    (:data:`SWAP_WAIT_S`), and refuse with one line if it does not come, rather than read the folder
+    without it (a build then published a site with the trace silently missing).
+    """
     done: list[str] = []
     if not folder.is_dir():
         return done
@@ -176,6 +237,19 @@ def recover_outputs(root: Path, folder: Path) -> list[str]:
         if not m or m.group("kind") != OLD or (folder / m.group("name")).exists():
             continue
         target = folder / m.group("name")
-        with contextlib.suppress(UserError), output_lock(root, target, "output"):
-            done.append(f"restored {target.name}")
+        try:
+            with output_lock(root, target, "output"):
+                done.append(f"restored {target.name}")
+        except UserError:
+            _await_swap(target, entry)
     return done
+
+
+def _await_swap(target: Path, aside: Path) -> None:
+    """Wait for another run to finish swapping ``target`` in; one UserError line if it does not."""
+    deadline = time.monotonic() + SWAP_WAIT_S
+    while not target.exists():
+        if time.monotonic() > deadline:
+            raise UserError(f"{target}: another annotate run is replacing it (the previous copy is aside as "
+                            f"{aside.name}); run this again when that run has finished")
+        time.sleep(0.05)

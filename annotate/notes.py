@@ -34,7 +34,7 @@ from annotate.errors import UserError
 from annotate.project import Project
 from annotate.safe_html import inline_math
 from annotate.source import SourceFile, load, normalise
-from annotate.vendoring.registry import Registry
+from annotate.vendoring.registry import Registry, vendors
 from annotate.vendoring.sync import vendored_files
 
 SUFFIX = ".yml"
@@ -202,7 +202,7 @@ def _note(item: Any, index: int, path: str, notes_path: str) -> Note:
     if not texts.get("zh") and not texts.get("en") and not math:
         raise UserError(f"{where}: the note is empty; give it `zh:`/`en:` prose or `math:`")
     anchor = Anchor(path=path, symbol=symbol.strip(), statement=statement, nth=nth,
-                    origin=f"{notes_path}: note {index}")
+                    origin=f"{notes_path}: note {index}", nth_set="nth" in item)
     return Note(anchor=anchor, index=index, yaml_line=item["__line__"], math=math.strip(),
                 zh=texts.get("zh", ""), en=texts.get("en", ""), vars=variables)
 
@@ -245,6 +245,10 @@ def load_file(root: Path, notes_file: Path, known: set[str] | None = None) -> No
     notes_path = notes_file.relative_to(root).as_posix()
     known = set(vendored_files(root)) if known is None else known
     if path not in known:
+        link = next((f"{v.dir}/{path}" for v in vendors(root) if (root / v.dir / path).is_symlink()), None)
+        if link is not None:   # the notes file is right: the vendored file is what is wrong
+            raise UserError(f"{link}: is a symbolic link, not a vendored file (annotated by {notes_path}); "
+                            "run `annotate vendor sync` to restore the vendored copy the lock pins")
         raise UserError(f"{notes_path}: {path} is not a vendored file (see `annotate vendor status`); "
                         f"rename the notes file to notes/<vendored path>.yml or delete it")
     return parse_notes(read_text(notes_file, notes_path), path, notes_path)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from mkdocs.config import config_options as opt
 from mkdocs.config.base import Config
@@ -151,4 +151,18 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         for folder in self.project.watched:
             if folder.is_dir():
                 server.watch(str(folder))
+        server.set_app(refuse_nul_paths(server.get_app()))
         return server
+
+
+def refuse_nul_paths(app: Callable) -> Callable:
+    """The dev server's app behind a check: a path holding a NUL byte (``%00``) is a 400 with one line.
+
+    MkDocs' server passes it to ``open()``, whose ValueError became a 500 and a traceback in the log.
+    """
+    def guarded(environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if "\0" in environ.get("PATH_INFO", "") or "%00" in environ.get("RAW_URI", environ.get("REQUEST_URI", "")):
+            start_response("400 Bad Request", [("Content-Type", "text/plain; charset=utf-8")])
+            return [b"400 Bad Request: the path holds a NUL byte (%00)\n"]
+        return app(environ, start_response)
+    return guarded

@@ -79,10 +79,11 @@ def parse_reference(body: str, page: str, line: int, files: list[str],
         raise BadReference(f"{where}: reference [[{body}]] needs at least `file › symbol`")
     file, symbol = parts[0].strip(), parts[1].strip()
     statement, nth = (parts[2] if len(parts) == 3 else None), 0
-    if statement is not None and (m := _NTH.search(statement)):
+    m = _NTH.search(statement) if statement is not None else None
+    if statement is not None and m:
         statement, nth = statement[: m.start()], int(m.group(1))
     path = find_file(file, files, where)
-    anchor = Anchor(path=path, symbol=symbol, statement=statement, nth=nth, origin=where)
+    anchor = Anchor(path=path, symbol=symbol, statement=statement, nth=nth, origin=where, nth_set=m is not None)
     return file, anchor, label
 
 

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from annotate import source as pysource
-from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, nearest_text, resolve
+from annotate.anchors import (AMBIGUOUS, CHANGED, EXACT, MOVED, VANISHED, Anchor, ambiguous_text, compare,
+                              nearest_text, resolve)
 from annotate.atomic import stage_file
 from annotate.errors import UserError
 from annotate.notes import all_anchors
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import (
+    HTTPS_URL,
     Lock,
     Source,
     Upstream,
@@ -72,7 +74,7 @@ class AnchorReport:
     """What one note or prose reference does across the update."""
 
     anchor: Anchor
-    state: str  # unchanged | moved | changed | vanished
+    state: str  # unchanged | moved | changed | vanished | ambiguous
     was: str  # its resolution in the old local copy: exact | changed | vanished | unknown
     old_span: tuple[int, int] | None = None
     new_span: tuple[int, int] | None = None
@@ -92,6 +94,8 @@ class AnchorReport:
         elif self.state == CHANGED:
             text = (f"statement not found in {self.anchor.symbol or 'module level'}; "
                     f"nearest: {nearest_text(self.candidates)}")
+        elif self.state == AMBIGUOUS:
+            text = ambiguous_text(self.anchor, self.candidates)
         else:
             text = f"symbol {self.anchor.symbol!r} is gone" if self.anchor.symbol else "file is gone"
         if self.was not in (EXACT, MOVED, "unknown"):
@@ -126,8 +130,9 @@ class UpdatePlan:
         return [r for r in self.anchors if not r.ok]
 
     def counts(self) -> dict[str, int]:
-        states = (UNCHANGED, MOVED, CHANGED, VANISHED)
-        return {s: sum(r.state == s for r in self.anchors) for s in states}
+        states = (UNCHANGED, MOVED, CHANGED, VANISHED, AMBIGUOUS)
+        found = {s: sum(r.state == s for r in self.anchors) for s in states}
+        return {s: n for s, n in found.items() if n or s != AMBIGUOUS}   # "0 ambiguous" says nothing
 
     def to_json(self) -> dict[str, Any]:
         return {"from": _pin_json(self.old), "to": _pin_json(self.new),
@@ -225,12 +230,20 @@ def new_lock(old: Lock, commit: GitCommit, url_or_path: str, repo_url: str | Non
 
 
 def permalink_base(url_or_path: str, repo_url: str | None, old_repo: str) -> str:
-    """``--repo-url``, else the git URL when it is http(s), else the old lock's upstream repo."""
+    """``--repo-url``, else the git URL when it is http(s), else the old lock's upstream repo.
+
+    Checked here against the pattern the lock itself requires (:data:`HTTPS_URL`), so the dry run refuses
+    what the apply would: an ``http://`` address was planned, then blamed on the lock when written.
+    """
     if repo_url is not None:
-        if not re.match(r"^https?://[^/\s]+/\S+", repo_url):
-            raise UserError(f"--repo-url {repo_url!r}: not an http(s) URL; pass the repository's web address")
+        if not re.match(r"^https?://[^/\s]+/\S+", repo_url) or not re.fullmatch(HTTPS_URL, _web(repo_url)):
+            raise UserError(f"--repo-url {repo_url!r}: not an https:// web address (the lock's permalinks are "
+                            "https://); pass the repository's https:// address")
         return _web(repo_url)
     if re.match(r"^https?://", url_or_path):
+        if not re.fullmatch(HTTPS_URL, _web(url_or_path)):
+            raise UserError(f"--git {url_or_path!r}: its web address is not https://, so it cannot be the lock's "
+                            "permalink base; add --repo-url with the repository's https:// address")
         return _web(url_or_path)
     return old_repo
 

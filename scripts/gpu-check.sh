@@ -30,7 +30,10 @@
 # Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
 #   GPU_CHECK_REHEARSE=1 PATH=/path/to/image-venv/bin:$PATH bash scripts/gpu-check.sh OUTDIR gpu-wheels
 # selects device cpu, smaller bandwidth sizes and C++ kernels; every other line is the same.
-# Exit status: 0 when every step passed, 1 otherwise (each step still runs; its log comes back).
+# Exit status: 0 when every step passed, 1 otherwise (each step still runs; its log comes back); 2 when
+# refused before any step (one line on stderr, nothing written): an OUTDIR that is a file or cannot be
+# created and written, carried wheels whose names or versions differ from scripts/gpu-wheels.txt, or
+# no vendor/nano-vllm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUTDIR="${1:?usage: scripts/gpu-check.sh OUTDIR [WHEELS_DIR]}"
@@ -42,10 +45,51 @@ if [ "$REHEARSE" = 1 ]; then
 else
   DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100
 fi
+
+# ---- preflight: refuse at once, before any step, with one line (file, what is wrong, the fix); exit 2,
+# nothing written. Without it an OUTDIR that cannot be made left OUTDIR empty and the log went to /.
+refuse() { echo "gpu-check: error: $*" >&2; exit 2; }
+
+# wheels_problem: the carried wheels must be exactly the name==version pins of scripts/gpu-wheels.txt
+# (a wheel's file name is NAME-VERSION-…whl, names normalised as in PEP 503); prints what differs
+wheels_problem() {
+  [ -d "$WHEELS" ] || { echo "$WHEELS is not a folder of wheels; run 'make gpu-wheels' and carry gpu-wheels"; return; }
+  local expected found
+  expected=$(grep -v '^\s*#' scripts/gpu-wheels.txt | grep -v '^\s*$' | sed 's/\s*#.*//; s/==/ /' \
+    | awk '{ n = tolower($1); gsub(/[-_.]+/, "-", n); print n "==" $2 }' | sort | tr '\n' ' ')
+  found=$(for w in "$WHEELS"/*.whl; do [ -f "$w" ] && basename "$w"; done \
+    | awk -F- '{ n = tolower($1); gsub(/[-_.]+/, "-", n); print n "==" $2 }' | sort | tr '\n' ' ')
+  [ "$found" = "$expected" ] \
+    || echo "$WHEELS holds [${found% }], expected exactly [${expected% }] (scripts/gpu-wheels.txt); run 'make gpu-wheels' again"
+}
+
+# outdir_problem: OUTDIR must be a folder this user can create and write; prints why not
+outdir_problem() {
+  if [ -L "$OUTDIR" ] && [ ! -d "$OUTDIR" ]; then echo "OUTDIR $OUTDIR is a dangling link; give a folder (the device tool's \$OUT)"; return; fi
+  if [ -e "$OUTDIR" ] && [ ! -d "$OUTDIR" ]; then echo "OUTDIR $OUTDIR is a file, not a folder; give a folder (the device tool's \$OUT)"; return; fi
+  local probe
+  if [ -d "$OUTDIR" ]; then
+    probe="$OUTDIR/.gpu-check-probe.$$"
+    { : > "$probe"; } 2>/dev/null && rm -f "$probe" && return
+    echo "OUTDIR $OUTDIR cannot be written; give a writable folder (the device tool's \$OUT)"; return
+  fi
+  local top="$OUTDIR"   # the first missing folder: removed again if OUTDIR cannot be completed
+  while [ ! -e "$(dirname "$top")" ] && [ "$(dirname "$top")" != "$top" ]; do top="$(dirname "$top")"; done
+  if mkdir -p "$OUTDIR" 2>/dev/null && { : > "$OUTDIR/.gpu-check-probe.$$"; } 2>/dev/null; then
+    rm -f "$OUTDIR/.gpu-check-probe.$$"; return
+  fi
+  rm -rf "$top" 2>/dev/null
+  echo "OUTDIR $OUTDIR cannot be created or written; give a writable folder (the device tool's \$OUT)"
+}
+
+test -f vendor/nano-vllm/nanovllm/models/qwen3.py \
+  || refuse "vendor/nano-vllm/nanovllm/models/qwen3.py is missing: carry vendor/nano-vllm (run 'make site' or 'annotate vendor sync' first)"
+why="$(wheels_problem)"; [ -z "$why" ] || refuse "$why"
+why="$(outdir_problem)"; [ -z "$why" ] || refuse "$why"
+
 WORK="$(mktemp -d)"; SITE="$WORK/site"; trap 'rm -rf "$WORK"' EXIT   # outside OUTDIR: not brought back
-mkdir -p "$OUTDIR"
-OUTDIR="$(cd "$OUTDIR" && pwd)"; TRACE="$OUTDIR/$DEVICE"
-WHEELS="$(cd "$WHEELS" 2>/dev/null && pwd || echo "$WHEELS")"
+OUTDIR="$(cd "$OUTDIR" && pwd)" || refuse "OUTDIR $OUTDIR cannot be entered"; TRACE="$OUTDIR/$DEVICE"
+WHEELS="$(cd "$WHEELS" && pwd)"
 LOG="$OUTDIR/gpu-check.log"
 FAILED=()
 
@@ -87,19 +131,10 @@ print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| available:", 
 if torch.cuda.is_available():
     print("GPU", torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
 sys.exit(0 if torch.cuda.is_available() or sys.argv[1] == "cpu" else 1)' "$DEVICE"
-test -f vendor/nano-vllm/nanovllm/models/qwen3.py \
-  || { echo "!! vendor/nano-vllm is missing: carry it (run 'make site' or 'annotate vendor sync' first)"; FAILED+=(vendor); }
 
-step "carried wheels from $WHEELS → $SITE (--no-index --no-deps --target)"
-expected=$(grep -v '^\s*#' scripts/gpu-wheels.txt | grep -v '^\s*$' | sed 's/==.*//' | tr '_' '-' | sort | tr '\n' ' ')
-found=$(for w in "$WHEELS"/*.whl; do [ -f "$w" ] && basename "$w" | cut -d- -f1 | tr '_' '-'; done | sort | tr '\n' ' ')
-if [ "$found" != "$expected" ]; then
-  echo "!! $WHEELS holds [$found], expected exactly [$expected] (scripts/gpu-wheels.txt; run 'make gpu-wheels')"
-  FAILED+=(wheels)
-else
-  run install 60 "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \
-    --disable-pip-version-check --target "$SITE" "$WHEELS"/*.whl
-fi
+step "carried wheels from $WHEELS → $SITE (--no-index --no-deps --target; names and versions checked before step 1)"
+run install 60 "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \
+  --disable-pip-version-check --target "$SITE" "$WHEELS"/*.whl
 export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 versions
 run imports 30 "$PY" -c '

@@ -17,6 +17,7 @@ from typing import Callable
 LOCK = "vendor/nano-vllm.lock.json"
 VENDORED = "vendor/nano-vllm"
 LAYERNORM_NOTES = "notes/nanovllm/layers/layernorm.py.yml"
+MAP = "map/decoder-block.yml"
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,16 @@ def replace(rel: str, old: str, new: str) -> Callable[[Path, Path], None]:
 def symlink(rel: str, target: str) -> Callable[[Path, Path], None]:
     def run(project: Path, scratch: Path) -> None:
         os.symlink(target, project / rel)
+    return run
+
+
+def linked_copy(rel: str) -> Callable[[Path, Path], None]:
+    """The vendored file ``rel`` replaced by a link to an identical copy in the scratch folder."""
+    def run(project: Path, scratch: Path) -> None:
+        copy = scratch / Path(rel).name
+        copy.write_bytes((project / rel).read_bytes())
+        (project / rel).unlink()
+        os.symlink(copy, project / rel)
     return run
 
 
@@ -268,6 +279,10 @@ ROWS: tuple[Row, ...] = (
     Row("output", "被拒绝的 trace 不创建 --out 的上级目录", "a refused trace creates no --out parents",
         ("trace", "--model", "{t}/empty", "--out", "{p}/new/deep/out"), "no config.json",
         lambda p, t: (t / "empty").mkdir()),
+    Row("output", "trace 输出到 /proc 下（root 也不能创建）", "trace output under /proc (not even root can create it)",
+        ("trace", "--preset", "tiny", "--out", "/proc/annotate-out", "--force"), "cannot write in /proc"),
+    Row("output", "站点输出到 /proc 下", "site output under /proc", ("build", "--site-dir", "/proc/annotate-site"),
+        "cannot write in /proc"),
     Row("output", "两个 build 同时写同一个输出", "two builds writing one output at once",
         ("build", "--site-dir", "{t}/site"), "another annotate run is writing it", another_run("{t}/site")),
     # --- the lock
@@ -300,6 +315,12 @@ ROWS: tuple[Row, ...] = (
     Row("lock", "锁里多出一个源没有的文件", "the lock lists an upstream file the source does not", ("vendor", "sync"),
         "$.source.files: expected an entry for every upstream file",
         upstream_files(lambda f: f.update({"nanovllm/extra.py": _first(f)}))),
+    Row("lock", "vendor/ 里多出一份锁的拷贝（check）", "a stray copy of a lock in vendor/ (check)",
+        ("check", "--no-claims", "--no-math"), "(or, if vendor/vllm-old.lock.json is stray, delete it)",
+        lambda p, t: (p / "vendor/vllm-old.lock.json").write_bytes((p / "vendor/vllm.lock.json").read_bytes())),
+    Row("lock", "vendor/ 里多出一份锁的拷贝（sync）", "a stray copy of a lock in vendor/ (sync)", ("vendor", "sync"),
+        "vendor/vllm-old.lock.json: vllm/ir/ops/layernorm.py is also vendored by vendor/vllm.lock.json",
+        lambda p, t: (p / "vendor/vllm-old.lock.json").write_bytes((p / "vendor/vllm.lock.json").read_bytes())),
     # --- wheels (the registry source)
     Row("wheel", "wheel 不是 zip", "a wheel that is not a zip", ("vendor", "sync"), "not a readable wheel",
         pinned_wheel(b"this is not a zip archive")),
@@ -321,6 +342,9 @@ ROWS: tuple[Row, ...] = (
         "sha256 differs from vendor/nano-vllm.lock.json", append(f"{VENDORED}/nanovllm/config.py", b"# edited\n")),
     Row("vendor", "vendor 里的文件不是 UTF-8（非严格构建）", "a vendored file not UTF-8 (non-strict build)",
         ("build", "--no-strict", "--site-dir", "{t}/site"), "is not UTF-8", append(f"{VENDORED}/nanovllm/config.py", b"\xff\n")),
+    Row("vendor", "带注释的 vendor 文件被换成符号链接（非严格构建）", "an annotated vendored file replaced by a link (non-strict build)",
+        ("build", "--no-strict", "--site-dir", "{t}/site"), "is a symbolic link, not a vendored file (annotated by",
+        linked_copy(f"{VENDORED}/nanovllm/layers/layernorm.py")),
     Row("vendor", "check 也检查 vendor", "check verifies the vendor too", ("check", "--strict", "--no-claims"),
         "is a symbolic link, not a vendored file", symlink(f"{VENDORED}/nanovllm/zz.py", "/etc/passwd")),
     # --- notes and docs
@@ -348,6 +372,19 @@ ROWS: tuple[Row, ...] = (
         append("docs/writing.md", b"\n\xff\n")),
     Row("notes", "--root 指向不存在的目录", "--root that does not exist", ("--root", "{t}/nowhere", "check", "--strict"),
         "no such folder"),
+    Row("notes", "地图里拼错的键", "a mistyped key in the map", ("check", "--no-claims", "--no-math"),
+        "$.rows[0].stpe: unknown key", replace(MAP, "    zh: 词嵌入\n", "    zh: 词嵌入\n    stpe: typo\n")),
+    Row("notes", "地图里重复的步骤（重复的 HTML id）", "a repeated step in the map (a duplicate HTML id)",
+        ("check", "--no-claims", "--no-math"), "step 'embedding' repeats",
+        replace(MAP, "  - step: first-input-norm\n", "  - step: embedding\n")),
+    Row("notes", "地图文件被删除", "the map file deleted", ("check", "--no-claims", "--no-math"),
+        "map/decoder-block.yml: missing", lambda p, t: (p / MAP).unlink()),
+    Row("notes", "地图文件是指向别处的符号链接", "the map file a symlink elsewhere", ("check", "--no-claims", "--no-math"),
+        "map/decoder-block.yml: is a symbolic link", lambda p, t: ((p / MAP).unlink(), symlink(MAP, "/etc/passwd")(p, t))),
+    Row("notes", "`{{value}}` 的层是 ²", "a `{{value}}` layer written ²", ("build", "--site-dir", "{t}/site"),
+        "layer '²' is not a number", replace("docs/lesson.md", "› residual › 2}}", "› residual › ²}}")),
+    Row("notes", "未闭合的 `{{value`", "an unclosed `{{value`", ("build", "--site-dir", "{t}/site"),
+        "unclosed {{value", append("docs/lesson.md", "\n见 {{value qwen3.py › Qwen3DecoderLayer.forward\n".encode())),
     # --- traces a build reads
     Row("trace", "记录的 line 是字符串", 'a record\'s line is "151"', ("build", "--site-dir", "{t}/site"),
         '$.records[0].line: expected an integer, got "151"', trace_json(lambda d: _record(d).update(line="151")), "trace"),

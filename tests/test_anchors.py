@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from annotate.anchors import CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, resolve
+from annotate.anchors import AMBIGUOUS, CHANGED, EXACT, MOVED, VANISHED, Anchor, compare, resolve
 from annotate.source import load, parse
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,3 +51,16 @@ def test_vanished_when_the_symbol_is_gone() -> None:
 def test_symbol_only_anchor_spans_decorator_to_end() -> None:
     got = resolve(Anchor(PATH, "RMSNorm.add_rms_forward"), load(LAYERNORM, PATH))
     assert got.span == (28, 40)
+
+
+def test_a_repeated_statement_without_nth_is_ambiguous_and_lists_every_occurrence() -> None:
+    """An anchor whose holder wrote no `nth` is never bound to the first occurrence silently."""
+    text = "x = 1\ny = 2\nx = 1\n"
+    src = parse(f"def f():\n    {text.replace(chr(10), chr(10) + '    ')}pass\n", "m.py")
+    got = resolve(Anchor("m.py", "f", "x = 1", nth_set=False), src)
+    assert got.state == AMBIGUOUS and not got.ok and got.span is None
+    assert [line for line, _ in got.candidates] == [2, 4]
+    assert got.describe().startswith("ambiguous: the statement occurs 2 times in f (lines 2, 4); add `nth:`")
+    assert resolve(Anchor("m.py", "f", "x = 1", nth=1, nth_set=True), src).span == (4, 4)
+    assert resolve(Anchor("m.py", "f", "y = 2", nth_set=False), src).state == EXACT      # once: no nth needed
+    assert resolve(Anchor("m.py", "f", "x = 1"), src).span == (2, 2)     # nth_set defaults to True (nth 0)

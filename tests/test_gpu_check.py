@@ -223,3 +223,103 @@ def test_the_old_gpu_check_fails_in_the_image_layout(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert "No module named 'tree_sitter" in proc.stdout + proc.stderr
     assert not (out / "trace.json").exists()
+
+
+# ---------------------------------------------------------------- refusals before any step (CPU rehearsal)
+
+def _pinned_wheels() -> list[tuple[str, str]]:
+    lines = [ln.split("#")[0].strip() for ln in (ROOT / "scripts" / "gpu-wheels.txt").read_text().splitlines()]
+    return [tuple(ln.split("==")) for ln in lines if ln]  # type: ignore[misc]
+
+
+def fake_wheels(dest: Path, change: dict[str, str] | None = None) -> Path:
+    """Empty files named as the five carried wheels are (NAME-VERSION-py3-none-any.whl, NAME with '_');
+    ``change`` maps a name to another version. The preflight reads names only, so nothing is installed."""
+    dest.mkdir()
+    for name, version in _pinned_wheels():
+        version = (change or {}).get(name, version)
+        (dest / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
+    return dest
+
+
+def rehearse(out: str, wheels: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The documented command as the CPU rehearsal runs it; PYTHON is `false`, so were the refusal missed
+    every step would fail fast (and the assertions below would see the log it wrote)."""
+    env = dict(os.environ, GPU_CHECK_REHEARSE="1", PYTHON="false", TMPDIR=str(tmp_path))
+    return _run(["bash", "scripts/gpu-check.sh", out, str(wheels)], cwd=ROOT, env=env, timeout=120)
+
+
+def _refused(proc: subprocess.CompletedProcess, says: str) -> None:
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("gpu-check: error: "), proc.stderr
+    assert says in lines[0] and proc.stdout == "", proc.stdout[-2000:]
+    assert "== interpreter" not in proc.stdout + proc.stderr     # refused before step 1
+
+
+@pytest.mark.parametrize("where", ["file", "file/sub", "/proc/gpu-check-out", "/proc/gpu-check-out/deep"])
+def test_an_outdir_that_cannot_be_made_is_refused_before_any_step(where: str, tmp_path: Path) -> None:
+    """Before, `mkdir -p` failed, `cd` failed, OUTDIR became empty and the log went to /gpu-check.log,
+    the trace to /cpu, rc 0. /proc refuses folders even to root, where `test -w` would pass."""
+    wheels = fake_wheels(tmp_path / "wheels")
+    (tmp_path / "file").write_text("mine\n", encoding="utf-8")
+    out = where if where.startswith("/") else str(tmp_path / where)
+    had_log = Path("/gpu-check.log").exists()
+    proc = rehearse(out, wheels, tmp_path)
+    _refused(proc, f"OUTDIR {out} ")
+    assert "give a" in proc.stderr and "$OUT" in proc.stderr                          # the fix
+    assert (tmp_path / "file").read_text(encoding="utf-8") == "mine\n"
+    assert Path("/gpu-check.log").exists() == had_log and not (ROOT / "cpu").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "wheels"]            # no temp folder left
+
+
+def test_a_refused_outdir_leaves_none_of_its_parents(tmp_path: Path) -> None:
+    """A deep OUTDIR whose parents are made but which cannot be written (a path through a file) leaves nothing."""
+    wheels = fake_wheels(tmp_path / "wheels")
+    (tmp_path / "file").write_text("mine\n", encoding="utf-8")
+    proc = rehearse(str(tmp_path / "file" / "a" / "b"), wheels, tmp_path)
+    _refused(proc, "cannot be created or written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "wheels"]
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"tokenizers": "0.23.2"}, "tokenizers==0.23.2"),        # the image's own version: would break the import
+    ({"transformers": "5.17.0"}, "transformers==5.17.0"),
+])
+def test_carried_wheels_of_other_versions_are_refused_before_any_step(change: dict[str, str], says: str,
+                                                                      tmp_path: Path) -> None:
+    """The old check compared names only: a wheel of another version passed and failed later, on the device."""
+    wheels = fake_wheels(tmp_path / "wheels", change)
+    out = tmp_path / "OUT"
+    proc = rehearse(str(out), wheels, tmp_path)
+    _refused(proc, says)
+    assert "scripts/gpu-wheels.txt" in proc.stderr and "make gpu-wheels" in proc.stderr
+    assert not out.exists()
+
+
+def test_missing_wheels_are_refused_before_any_step(tmp_path: Path) -> None:
+    proc = rehearse(str(tmp_path / "OUT"), tmp_path / "nowhere", tmp_path)
+    _refused(proc, "is not a folder of wheels")
+    assert not (tmp_path / "OUT").exists()
+
+
+def test_good_inputs_pass_the_preflight(tmp_path: Path) -> None:
+    """The same checks let a writable, missing OUTDIR and the exact wheels through: the steps run (and,
+    with PYTHON=false, fail), the log lands in OUTDIR, no probe file is left."""
+    wheels = fake_wheels(tmp_path / "wheels")
+    out = tmp_path / "new" / "OUT"
+    proc = rehearse(str(out), wheels, tmp_path)
+    assert proc.returncode == 1 and "gpu-check: error" not in proc.stderr, proc.stderr[-2000:]
+    log = (out / "gpu-check.log").read_text(encoding="utf-8")
+    assert "== interpreter" in log and "done with failures" in log
+    assert not [p for p in out.iterdir() if p.name.startswith(".gpu-check-probe")]
+
+
+def test_a_tree_without_the_vendored_copy_is_refused_before_any_step(tmp_path: Path) -> None:
+    """The travelling tree without vendor/nano-vllm (not carried): refused at once, not a failed trace step."""
+    tree = tmp_path / "tree"
+    shutil.copytree(ROOT / "scripts", tree / "scripts")
+    wheels = fake_wheels(tmp_path / "wheels")
+    env = dict(os.environ, GPU_CHECK_REHEARSE="1", PYTHON="false", TMPDIR=str(tmp_path))
+    proc = _run(["bash", "scripts/gpu-check.sh", str(tmp_path / "OUT"), str(wheels)], cwd=tree, env=env, timeout=120)
+    _refused(proc, "vendor/nano-vllm/nanovllm/models/qwen3.py is missing: carry vendor/nano-vllm")
+    assert not (tmp_path / "OUT").exists()

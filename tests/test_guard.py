@@ -106,6 +106,54 @@ def test_a_build_puts_back_a_trace_an_interrupted_swap_moved_aside(tmp_path: Pat
     assert (root / "traces" / "cpu" / "trace.json").is_file() and not old.exists()
 
 
+def _hold(root: Path, target: Path):
+    """The output lock of ``target`` as another run holds it (a second open file: flock conflicts)."""
+    import fcntl
+
+    path = guard.lock_path(root, target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+b")
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return handle
+
+
+def test_a_build_inside_another_runs_swap_window_refuses_instead_of_dropping_the_trace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`traces/cpu` moved aside, its new copy not yet renamed in, the trace run holding the lock: the build
+    read no trace and exited 0. Now it waits for the swap, then refuses with one line."""
+    root = _project(tmp_path)
+    old = root / "traces" / ".cpu.old-xyz"
+    old.mkdir()
+    (old / "trace.json").write_text("{}")
+    monkeypatch.setattr(guard, "SWAP_WAIT_S", 0.2)
+    handle = _hold(root, root / "traces" / "cpu")
+    try:
+        with pytest.raises(UserError) as info:
+            guard.recover_outputs(root, root / "traces")
+    finally:
+        handle.close()
+    msg = str(info.value)
+    assert "traces/cpu: another annotate run is replacing it" in msg and ".cpu.old-xyz" in msg and "\n" not in msg
+    assert old.is_dir() and not (root / "traces" / "cpu").exists()          # the other run's state untouched
+
+
+def test_a_build_waits_for_a_swap_that_completes(tmp_path: Path) -> None:
+    import threading
+
+    root = _project(tmp_path)
+    old = root / "traces" / ".cpu.old-xyz"
+    old.mkdir()
+    handle = _hold(root, root / "traces" / "cpu")
+    done = threading.Timer(0.2, lambda: (root / "traces" / "cpu").mkdir())   # the other run's second rename
+    done.start()
+    try:
+        assert guard.recover_outputs(root, root / "traces") == []
+    finally:
+        done.join()
+        handle.close()
+    assert (root / "traces" / "cpu").is_dir()
+
+
 def test_a_swallowed_ctrl_c_is_raised_again() -> None:
     with interrupts.watched() as interrupted:
         with contextlib.suppress(KeyboardInterrupt):  # what a library that swallows it does
@@ -176,3 +224,17 @@ def test_ctrl_c_swallowed_during_compile_still_exits_130(tiny_trace, tmp_path: P
     rc, _, err = run_cli("trace", "--preset", "tiny", "--out", str(out), "--quiet")
     assert rc == 130 and "interrupted; nothing half-written was kept" in err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+def test_an_output_that_cannot_really_be_made_is_refused_and_the_probe_leaves_nothing(tmp_path: Path) -> None:
+    """`os.access` says yes to root under /proc; the probe folder does not (issue 23, 25: `trace --out /proc/x`
+    ran the whole trace, then failed with a traceback)."""
+    from annotate.guard import refuse_uncreatable
+
+    (tmp_path / "file").write_text("x", encoding="utf-8")
+    for target, where in ((Path("/proc/annotate-x/deep"), "/proc"), (tmp_path / "file" / "out", str(tmp_path / "file"))):
+        with pytest.raises(UserError) as info:
+            refuse_uncreatable(target, "--out")
+        assert str(info.value).startswith(f"--out {target}: cannot write in {where} (") and "choose a writable --out" in str(info.value)
+    refuse_uncreatable(tmp_path / "new" / "deeper" / "out", "--out")     # creatable: nothing made, nothing left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

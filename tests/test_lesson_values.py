@@ -56,3 +56,49 @@ def test_a_page_that_shows_the_syntax_in_code_keeps_it_verbatim() -> None:
     lines = text.split("\n")
     assert lines[0].startswith(f"write `{shown}` like this: <span") and "{{value qwen3" not in lines[0]
     assert lines[2:6] == ["```", shown, real, "```"]
+
+
+@pytest.mark.parametrize("layer", ["²", "٢", "1²"])
+def test_a_layer_in_other_digits_is_one_line_not_a_traceback(layer: str) -> None:
+    """`"²".isdigit()` is True but `int("²")` raises ValueError: only 0-9 are a layer."""
+    with pytest.raises(UserError) as info:
+        expand(f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › {layer}}}}}", "lesson.md",
+               repo_sources(), mini_set())
+    msg = str(info.value)
+    assert msg.startswith("docs/lesson.md:1: ") and "not a number" in msg and "0-9" in msg
+
+
+@pytest.mark.parametrize("page", [
+    f"see {{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2\n",
+    f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}} and {{{{value qwen3.py\n",
+    f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} ›\nresidual › 2}}}}\n",
+])
+def test_an_unclosed_placeholder_is_refused_not_published(page: str) -> None:
+    with pytest.raises(UserError) as info:
+        expand(page, "lesson.md", repo_sources(), mini_set())
+    msg = str(info.value)
+    assert msg.startswith("docs/lesson.md:1: unclosed {{value") and "}}" in msg and "\n" not in msg
+
+
+def test_an_unclosed_placeholder_shown_in_code_stays_verbatim() -> None:
+    page = "write `{{value` to begin one\n\n```\n{{value\n```\n"
+    assert expand(page, "lesson.md", repo_sources(), mini_set()) == page
+
+
+def test_a_file_no_trace_records_is_named_not_told_to_record_a_trace() -> None:
+    """HF's modeling file is vendored, but the traces record nano-vllm's lines: "record a trace first" was
+    wrong while a trace existed. The error names the files the traces do record."""
+    hf = next(p for p in repo_sources() if p.endswith("modeling_qwen3.py"))
+    source = repo_sources()[hf]
+    statement = next(s for s in source.statements if s.symbol == "Qwen3DecoderLayer.forward")
+    body = f"modeling_qwen3.py › Qwen3DecoderLayer.forward › {statement.text} › hidden_states › 2"
+    with pytest.raises(UserError) as info:
+        expand(f"{{{{value {body}}}}}", "lesson.md", repo_sources(), mini_set())
+    msg = str(info.value)
+    assert f"no trace records lines of {hf}" in msg and QWEN3 in msg and "record a trace first" not in msg
+    assert "make site" in expand(f"{{{{value {body}}}}}", "lesson.md", repo_sources(), TraceSet([]))
+
+
+def test_an_empty_placeholder_asks_for_its_five_parts() -> None:
+    with pytest.raises(UserError, match=r"^docs/lesson.md:1: .*needs five parts"):
+        expand("{{value}}", "lesson.md", repo_sources(), mini_set())

@@ -97,3 +97,82 @@ def test_the_lessons_step_links_name_steps_of_the_map(rows) -> None:
     linked = re.findall(r"\]\(map\.md#step-([a-z0-9-]+)\)", text)
     assert len(linked) >= 8
     assert set(linked) <= {r.step for r in rows}
+
+
+# ---------------------------------------------------------------- what the map refuses
+
+def _edit_map(project: Path, old: str, new: str) -> None:
+    path = project / MAP_FILE
+    text = path.read_text(encoding="utf-8")
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def _one_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("annotate: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_repeated_statement_without_nth_fails_check_with_its_occurrences(project: Path, capsys) -> None:
+    """HF's `residual = hidden_states` occurs twice in Qwen3DecoderLayer.forward (before each norm): without
+    `nth` the map bound the first silently and `check --strict` passed."""
+    from annotate.cli import main
+
+    first = "statement: residual = hidden_states, nth: 0}"
+    _edit_map(project, first, "statement: residual = hidden_states}")
+    assert main(["--root", str(project), "check", "--strict", "--no-claims", "--no-math"]) == 1
+    out = capsys.readouterr().out
+    hit = [ln for ln in out.splitlines() if "ambiguous:" in ln]
+    lines = [s.start_line for s in Sources(project).get(HF).matches("Qwen3DecoderLayer.forward", "residual = hidden_states")]
+    assert len(lines) == 2 and len(hit) == 1
+    assert hit[0].startswith(f"{MAP_FILE}: first-input-norm › transformers: {HF}")
+    assert f"occurs 2 times in Qwen3DecoderLayer.forward (lines {lines[0]}, {lines[1]}); add `nth:`" in hit[0]
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("    zh: 词嵌入\n", "    zh: 词嵌入\n    stpe: typo\n", "$.rows[0].stpe: unknown key; expected one of step, zh, en, cells"),
+    ("        holds: {hidden_states: 'x⁽⁰⁾'}\n", "        hold: {hidden_states: 'x⁽⁰⁾'}\n",
+     "$.rows[0].cells[\"nano-vllm\"].hold: unknown key; expected one of anchors, holds, zh, en"),
+    ("statement: residual = hidden_states, nth: 0}", "statement: residual = hidden_states, nht: 0}",
+     ".anchors[0].nht: unknown key; expected one of file, symbol, statement, nth"),
+    ("columns: [nano-vllm, transformers, vllm]\n", "columns: [nano-vllm, transformers, vllm]\nrow: []\n",
+     "$.row: unknown key; expected one of columns, rows"),
+    ("  - step: first-input-norm\n", "  - step: embedding\n", "$.rows[1].step: step 'embedding' repeats $.rows[0]'s"),
+    ("  - step: first-input-norm\n", "  - step: 'a\"><script>'\n", "$.rows[1].step: expected a step name"),
+])
+def test_a_mistyped_key_or_a_repeated_step_is_one_line(project: Path, old: str, new: str, says: str, capsys) -> None:
+    from annotate.cli import main
+
+    _edit_map(project, old, new)
+    before = (project / MAP_FILE).read_bytes()
+    assert main(["--root", str(project), "check", "--no-claims", "--no-math"]) != 0
+    line = _one_error(capsys)
+    assert line.startswith(f"annotate: error: {MAP_FILE}: ") and says in line
+    assert f"fix {MAP_FILE} (see" in line or f"another name in {MAP_FILE}" in line     # the fix
+    assert (project / MAP_FILE).read_bytes() == before
+
+
+def test_a_missing_map_file_fails_check(project: Path, capsys) -> None:
+    from annotate.cli import main
+
+    (project / MAP_FILE).unlink()
+    assert main(["--root", str(project), "check", "--no-claims", "--no-math"]) != 0
+    line = _one_error(capsys)
+    assert f"{MAP_FILE}: missing" in line and f"git checkout {MAP_FILE}" in line
+    (project / "map").rmdir()                      # no map/ at all: a project without the map
+    assert load_map(project) is None
+
+
+def test_a_symlinked_map_is_refused_without_reading_its_target(project: Path, tmp_path: Path, capsys) -> None:
+    """Before, the target's first bytes came back in the error (`expected an object, got "root:x:0:0…"`)."""
+    from annotate.cli import main
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-LINE: hunter2\n", encoding="utf-8")
+    (project / MAP_FILE).unlink()
+    (project / MAP_FILE).symlink_to(secret)
+    assert main(["--root", str(project), "check", "--no-claims", "--no-math"]) != 0
+    line = _one_error(capsys)
+    assert f"{MAP_FILE}: is a symbolic link" in line and "TOP-SECRET" not in line and "hunter2" not in line

@@ -178,3 +178,18 @@ def test_check_command_bad_yaml_exits_2_with_one_line(project: Path, capsys) -> 
     assert main(["--root", str(project), "check"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"annotate: error: {NOTES}:3:1: malformed YAML") and "\n" not in err
+
+
+def test_a_note_on_a_repeated_statement_without_nth_is_ambiguous(project: Path) -> None:
+    """`var = x.pow(2).mean(...)` occurs once per method of RMSNorm; in a symbol where a text repeats, a note
+    without `nth:` is reported with every occurrence (the map's anchors are read the same way)."""
+    from annotate.anchors import AMBIGUOUS, resolve
+    from annotate.source import parse
+
+    text = "notes:\n  - symbol: A\n    statement: x = 1\n    zh: a\n"
+    note = parse_notes(text, LAYERNORM, NOTES).notes[0]
+    assert not note.anchor.nth_set
+    got = resolve(note.anchor, parse("class A:\n    x = 1\n    y = 2\n    x = 1\n", LAYERNORM))
+    assert got.state == AMBIGUOUS and "lines 2, 4" in got.describe()
+    explicit = parse_notes(text.replace("    zh: a", "    nth: 0\n    zh: a"), LAYERNORM, NOTES).notes[0]
+    assert explicit.anchor.nth_set and resolve(explicit.anchor, parse("class A:\n    x = 1\n    x = 1\n", LAYERNORM)).ok

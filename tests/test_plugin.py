@@ -139,9 +139,16 @@ def test_missing_katex_is_one_line_with_the_fix(project: Path, capsys) -> None:
 class FakeServer:
     def __init__(self) -> None:
         self.watched: list[str] = []
+        self.app = None
 
     def watch(self, path: str) -> None:
         self.watched.append(path)
+
+    def get_app(self):
+        return self.app
+
+    def set_app(self, app) -> None:
+        self.app = app
 
 
 def test_serve_watches_vendor_notes_traces_and_map(project: Path) -> None:
@@ -152,3 +159,31 @@ def test_serve_watches_vendor_notes_traces_and_map(project: Path) -> None:
     plugin.on_serve(server, None, None)
     assert [Path(p).name for p in server.watched] == [f.name for f in plugin.project.watched] == [
         "vendor", "notes", "traces", "map"]
+
+
+def test_serve_answers_a_nul_byte_in_the_path_with_400_not_a_traceback(project: Path, tmp_path: Path, caplog) -> None:
+    """`%00` reached MkDocs' `open()`: ValueError, a 500 and a traceback in the log. The real dev server,
+    its app called as a WSGI request would call it (nothing is bound)."""
+    import io
+    import logging
+
+    from mkdocs.livereload import LiveReloadServer
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("<html><body>hi</body></html>", encoding="utf-8")
+    server = LiveReloadServer(builder=lambda: None, host="127.0.0.1", port=0, root=str(tmp_path / "site"))
+    plugin = AnnotatePlugin()
+    plugin.root, plugin.project = project, Project.load(project)
+    assert plugin.on_serve(server, None, None) is server
+    got: list[str] = []
+
+    def request(path: str) -> bytes:
+        environ = {"PATH_INFO": path, "REQUEST_METHOD": "GET", "wsgi.input": io.BytesIO()}
+        return b"".join(server.get_app()(environ, lambda status, headers: got.append(status)))
+
+    with caplog.at_level(logging.DEBUG):
+        body = request("/a\0b.html")
+    assert got == ["400 Bad Request"] and b"NUL" in body
+    assert not [r for r in caplog.records if r.exc_info] and "Traceback" not in caplog.text
+    assert request("/index.html").startswith(b"<html><body>hi") and got[-1] == "200 OK"   # (livereload script added)
+    server.server_close()

@@ -141,5 +141,6 @@ def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_o
 
 def test_a_missing_vendored_copy_is_one_line(project: Path) -> None:
     shutil.rmtree(project / "vendor/vllm")
-    with pytest.raises(UserError, match=r"vendor/vllm: the vendored copy is missing; run `annotate vendor sync`$"):
+    with pytest.raises(UserError, match=r"vendor/vllm: the vendored copy is missing; run `annotate vendor sync` "
+                       r"\(or, if vendor/vllm\.lock\.json is stray, delete it\)$"):
         build_snapshot(project)

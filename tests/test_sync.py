@@ -163,3 +163,58 @@ def test_a_staged_lock_a_killed_update_left_is_swept(lock_project: Path) -> None
     older.write_bytes(b"{half")
     sync(lock_project)
     assert not leftover.exists() and not older.exists() and read_lock(lock)
+
+
+def test_vendor_sync_outside_a_project_says_so_and_leaves_nothing(tmp_path: Path, capsys) -> None:
+    """Run in a folder that is no project, `vendor sync` left `.cache/` behind (the output lock's folder)
+    and told the user to `git checkout` a lock that was never there."""
+    from annotate.cli import main
+
+    assert main(["--root", str(tmp_path), "vendor", "sync"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("annotate: error:")]
+    assert len(lines) == 1 and "not the project root" in lines[0] and "--root" in lines[0], err
+    assert "git checkout" not in lines[0] and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+    # a folder with vendor/ but no lock gets past that check and takes the output lock: .cache/ goes again
+    (tmp_path / "vendor").mkdir()
+    assert main(["--root", str(tmp_path), "vendor", "sync"]) == 2
+    assert "lock file missing" in capsys.readouterr().err
+    assert [p.name for p in tmp_path.iterdir()] == ["vendor"]
+
+
+#: what `vendor update`'s apply does (annotate.update._apply): stage the new lock, swap the new folder in,
+#: then rename the lock; here the process is SIGKILLed at the instant between the two renames
+KILLED_BETWEEN_THE_RENAMES = """
+import os, signal, sys
+from pathlib import Path
+from annotate.atomic import stage_file
+from annotate.vendoring.sync import stage
+root = Path(sys.argv[1])
+stage_file(root / "vendor/nano-vllm.lock.json", b'{"format": 1, "a new": "lock"}')
+stage({"nanovllm/new.py": b"x = 1\\n"}, root / "vendor/nano-vllm", then=lambda: os.kill(os.getpid(), signal.SIGKILL))
+"""
+
+
+def test_an_update_killed_between_its_two_renames_is_rolled_back_by_the_next_run(lock_project: Path) -> None:
+    """The new vendor/ stood beside the old lock, and the next run's sweep deleted the old copy; now the
+    next writer (sync or update) puts the old folder back, so the folder and its lock agree again."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sync(lock_project)
+    before, lock_before = snapshot(lock_project / VENDOR_DIR), (lock_project / LOCK_NAME).read_bytes()
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_THE_RENAMES, str(lock_project)], cwd=repo,
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(repo)))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    left = sorted(p.name for p in (lock_project / "vendor").iterdir())
+    assert any(n.startswith(".nano-vllm.old-") for n in left) and any(n.startswith(".nano-vllm.lock.json.new-") for n in left)
+    assert (lock_project / VENDOR_DIR / "nanovllm/new.py").is_file()      # the torn state: new folder, old lock
+    result = sync(lock_project)
+    assert not result.changed                                              # the old pair, verified as it was
+    assert snapshot(lock_project / VENDOR_DIR) == before and (lock_project / LOCK_NAME).read_bytes() == lock_before
+    assert sorted(p.name for p in (lock_project / "vendor").iterdir()) == sorted(
+        n for n in left if not n.startswith(".nano-vllm."))

@@ -237,7 +237,7 @@ def test_repo_url_sets_the_permalink_base(project, upstream):
                               anchors=yaml_anchors)
     assert plan.new.upstream.repo == "https://example.invalid/me/nano-vllm"
     assert plan.anchors[0].new_permalink.startswith(f"https://example.invalid/me/nano-vllm/blob/{shas['insert']}/")
-    with pytest.raises(UserError, match="not an http"):
+    with pytest.raises(UserError, match="not an https:// web address"):
         update.plan_update(project, str(repo), "insert", repo_url="ftp:/x", anchors=yaml_anchors)
     assert update.permalink_base("https://h.invalid/a/b/", None, "old") == "https://h.invalid/a/b"
     assert update.permalink_base("git@h.invalid:a/b.git", None, "old") == "old"
@@ -372,3 +372,23 @@ def test_console_script_dry_run(project, upstream):
                           "--rev", "delete", "--dry-run"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "dry run" in run.stdout and snapshot(project) == before
+
+
+def test_an_http_repo_url_is_refused_by_the_dry_run_not_blamed_on_the_lock_by_the_apply(project, upstream, capsys):
+    """`http://` passed the planner's own check, then the lock's reader refused the written lock's repo:
+    `vendor/nano-vllm.lock.json: $.upstream.repo: expected an https:// URL`, as if the lock were broken."""
+    from annotate.cli import main
+
+    repo, _ = upstream
+    lock = (project / "vendor/nano-vllm.lock.json").read_bytes()
+    for apply in (["--dry-run"], []):
+        rc = main(["--root", str(project), "vendor", "update", "--git", str(repo), "--rev", "insert",
+                   "--repo-url", "http://example.invalid/me/nano-vllm", *apply])
+        err = capsys.readouterr().err
+        lines = [ln for ln in err.splitlines() if ln.startswith("annotate: error:")]
+        assert rc != 0 and len(lines) == 1 and "Traceback" not in err, err
+        assert "--repo-url 'http://example.invalid/me/nano-vllm': not an https:// web address" in lines[0]
+        assert "lock.json" not in lines[0]
+    assert (project / "vendor/nano-vllm.lock.json").read_bytes() == lock
+    with pytest.raises(UserError, match=r"--git 'http://h\.invalid/a/b': its web address is not https://"):
+        update.permalink_base("http://h.invalid/a/b", None, "old")

@@ -77,6 +77,7 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
 
     project = Project.load(root)  # a missing or unreadable mkdocs.yml is one line, before anything
     guard.refuse_unsafe_output(root, target, "--site-dir", inputs=project.inputs, ours=is_previous_site)
+    guard.refuse_uncreatable(target, "--site-dir")
     target.parent.mkdir(parents=True, exist_ok=True)
     with guard.output_lock(root, target, "--site-dir"):
         _build_and_swap(project.config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config)

@@ -4,10 +4,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+from pathlib import Path
 from types import ModuleType
 
 from annotate import vendoring
+from annotate.errors import UserError
 from annotate.progress import Progress
+from annotate.project import Project
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,6 +40,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_sync(args: argparse.Namespace) -> int:
+    root = Path(args.root)
+    if not (root / Project.VENDOR_DIR).is_dir() and not (root / Project.CONFIG_NAME).is_file():
+        raise UserError(f"--root {root}: has neither {Project.VENDOR_DIR}/ nor {Project.CONFIG_NAME}, so it is not "
+                        "the project root; run from the project or pass --root (nothing was written)")
+    from annotate.vendoring.registry import Registry
+
+    Registry(root)   # every lock read and checked first: two locks sharing a path name the stray one
     progress = Progress()
     for upstream in vendoring.vendors(args.root):
         with progress.step("sync", f"materialising {upstream.dir} from {upstream.lock_name}"):
@@ -57,8 +67,10 @@ def _files(n: int) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    from annotate.vendoring.registry import Registry
     from annotate.vendoring.status import render_all
 
+    Registry(args.root)   # two locks sharing a path: one line naming the stray one, not 'files differ'
     reports = [vendoring.status(args.root, vendoring.read_lock(args.root / u.lock_name), u)
                for u in vendoring.vendors(args.root)]
     print(json.dumps({"upstreams": [r.to_json() for r in reports]}, indent=1, ensure_ascii=False)

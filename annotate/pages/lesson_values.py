@@ -28,8 +28,9 @@ from annotate.references import find_file
 from annotate.pages.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
 from annotate.source import AnchorError, SourceFile
 
-PLACEHOLDER = re.compile(r"\{\{value\s+(?P<body>.*?)\}\}")
+PLACEHOLDER = re.compile(r"\{\{value(?P<body>(?:\s.*?)?)\}\}")   # `{{value}}`: an empty body, refused
 SEP = " › "
+LAYER_DIGITS = re.compile(r"[0-9]+")
 
 
 def _file(sources: Mapping[str, SourceFile], name: str, where: str) -> str:
@@ -51,12 +52,10 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
         line = source.find(symbol, statement)[0] if source else 0
     except (AnchorError, KeyError) as exc:
         raise UserError(f"{where}: {{{{value …}}}}: {exc}; fix the statement text") from None
-    layer = None if layer_text == NONE_KEY else int(layer_text) if layer_text.isdigit() else -1
-    if layer == -1:
-        raise UserError(f"{where}: {{{{value …}}}}: layer {layer_text!r} is not a number or `none`")
+    layer = _layer(layer_text, where)
     view = next((v for v in (traces.for_file(path) if traces else [])), None)
     if view is None:
-        return ("（运行值需要先记录轨迹 — record a trace first: <code>make site</code>）")
+        return _no_values(path, traces, where)
     recs = view.trace.at(path, line, layer=layer)
     rec_var = next((r.var(var) for r in recs if r.var(var) is not None), None)
     if rec_var is None:
@@ -69,6 +68,37 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
             f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_name(layer_key(layer))}</a>）</span>')
 
 
+def _layer(text: str, where: str) -> int | None:
+    """The layer a placeholder names: ASCII digits or ``none`` (``²`` passes str.isdigit but not int())."""
+    if text == NONE_KEY:
+        return None
+    if not LAYER_DIGITS.fullmatch(text):
+        raise UserError(f"{where}: {{{{value …}}}}: layer {text!r} is not a number or `none`; "
+                        "write the layer in digits 0-9 (`2`) or `none`")
+    return int(text)
+
+
+def _no_values(path: str, traces: TraceSet | None, where: str) -> str:
+    """What stands in when no fresh trace recorded ``path``: without any trace, how to record one; with
+    traces that never record this file (HF's, vLLM's), an error naming the files they do record."""
+    views = traces.views if traces else []
+    recorded = sorted({f for v in views for f in v.trace.files()})
+    if views and path not in recorded:
+        raise UserError(f"{where}: {{{{value …}}}}: no trace records lines of {path} (traces record "
+                        f"{', '.join(recorded) or 'no lines'}); cite a statement of one of those files")
+    if traces is not None and traces.stale_for(path):
+        return ("（轨迹是在另一份字节上记录的 — the trace was recorded against other bytes: "
+                "<code>annotate trace --force</code>）")
+    return ("（运行值需要先记录轨迹 — record a trace first: <code>make site</code>）")
+
+
+def _unclosed(text: str, where: str) -> None:
+    """A ``{{value`` with no ``}}`` after it on its line would be published as literal text: refuse it."""
+    rest = PLACEHOLDER.sub("", text)
+    if "{{value" in rest:
+        raise UserError(f"{where}: unclosed {{{{value …: close it with }}}} on the same line")
+
+
 def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None,
            folder: str = DOCS_FOLDER) -> str:
     """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link;
@@ -79,6 +109,7 @@ def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: 
     lines = markdown.split("\n")
     # prose only: a fence or code span that shows the syntax stays as written (as for [[…]] and {{= …}})
     for number, text in prose_lines(markdown):
+        _unclosed(text, f"{folder}/{page}:{number}")
         for m in PLACEHOLDER.finditer(text):
             value = render(m.group("body"), page, sources, traces, f"{folder}/{page}:{number}")
             lines[number - 1] = replace_outside_code(lines[number - 1], m.group(0), value)

@@ -19,7 +19,6 @@ load lazily).
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -326,7 +325,7 @@ def find_traces(root: Path) -> list[Path]:
 def check_out(out: Path, force: bool, root: Path | None = None) -> None:
     """Refuse an unsafe --out (see annotate.guard), an existing one without --force, or an unwritable
     place — before any work, creating nothing."""
-    from annotate.guard import refuse_unsafe_output
+    from annotate.guard import refuse_uncreatable, refuse_unsafe_output
 
     if root is not None:
         refuse_unsafe_output(root, out, "--out", ours=is_trace_dir, home=Project.TRACES_DIR, tracked_ok=True)
@@ -335,11 +334,7 @@ def check_out(out: Path, force: bool, root: Path | None = None) -> None:
             raise UserError(f"--out {out}: already exists; pass --force to replace it")
         if out.is_file() or (any(out.iterdir()) and not is_trace_dir(out)):
             raise UserError(f"--out {out}: exists and is not a trace directory; choose another --out")
-    existing = out.parent if str(out.parent) else Path(".")
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UserError(f"--out {out}: cannot write in {existing}; choose a writable --out")
+    refuse_uncreatable(out.absolute(), "--out")
 
 
 def is_trace_dir(folder: Path) -> bool:

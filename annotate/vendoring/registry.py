@@ -58,7 +58,7 @@ class Registry:
         self._owner: dict[str, Vendor] = {}
         for vendor in self.all:
             lock = self.lock(vendor)
-            for path in set(lock.upstream.files) | set(lock.source.files):
+            for path in sorted(set(lock.upstream.files) | set(lock.source.files)):   # the first path, every run
                 other = self._owner.setdefault(path, vendor)
                 if other != vendor:
                     raise UserError(f"{vendor.lock_name}: {path} is also vendored by {other.lock_name}; "

@@ -86,7 +86,7 @@ def verify_vendored(root: Path, lock: Lock, upstream: Vendor = NANO_VLLM,
     vendor = root / folder
     fix = "run `annotate vendor sync` to restore the vendored copy the lock pins"
     if not vendor.is_dir():
-        raise UserError(f"{folder}: the vendored copy is missing; {fix}")
+        raise UserError(f"{folder}: the vendored copy is missing; {fix}{_stray_hint(upstream)}")
     recorded = lock.source.files
     if not recorded:
         raise UserError(f"{lock_name}: records no sha256 of the vendored files; {fix}")
@@ -125,7 +125,13 @@ def require_copy(root: Path, upstream: Vendor) -> None:
     """One error with the fix when an upstream's vendored copy is not there."""
     vendor = root / upstream.dir
     if not vendor.is_dir():
-        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`")
+        raise UserError(f"{vendor}: the vendored copy is missing; run `annotate vendor sync`{_stray_hint(upstream)}")
+
+
+def _stray_hint(upstream: Vendor) -> str:
+    """A missing copy of an upstream other than nano-vllm may come from a stray lock (a copy, a backup
+    named ``*.lock.json``): name that lock, since every lock under vendor/ is an upstream."""
+    return "" if upstream.primary else f" (or, if {upstream.lock_name} is stray, delete it)"
 
 
 def drift(vendor: Path, recorded: dict[str, str]) -> list[str]:
@@ -143,12 +149,13 @@ def vendor_writer(root: Path, upstream: Vendor = NANO_VLLM) -> Iterator[None]:
     """Guard and lock one vendor folder for one writing run (sync or update); sweep a killed run's leftovers.
 
     The vendored copy may hold hand edits (sync restores them), but never git-tracked files; a lock
-    file keeps a second run off it; a temp lock file a killed `vendor update` left is removed.
+    file keeps a second run off it; a temp lock file a killed `vendor update` left is removed, and a
+    `vendor update` killed between its two renames (new folder in, lock not yet) is rolled back.
     """
     vendor = root / upstream.dir
     guard.refuse_unsafe_output(root, vendor, "vendor folder", ours=lambda _: True, home=Project.VENDOR_DIR)
-    with guard.output_lock(root, vendor, "vendor folder"):
-        guard.sweep(root / upstream.lock_name)   # a staged lock a killed `vendor update` left
+    # the lock changes with the folder: a `vendor update` killed between its two renames is undone here
+    with guard.output_lock(root, vendor, "vendor folder", paired=root / upstream.lock_name):
         yield
 
 
