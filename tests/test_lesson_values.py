@@ -1,6 +1,8 @@
 """Recorded values cited in prose (annotate.pages.lesson_values) on the committed mini trace."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -8,7 +10,7 @@ import pytest
 from annotate.errors import UserError
 from annotate.pages.lesson_values import expand
 from annotate.pages.tracefmt import num, sup_label
-from annotate.pages.trace_set import TraceSet
+from annotate.pages.trace_set import NOTICE_LOGGER, TraceSet, TraceView
 
 from values_fixtures import mini, mini_set, repo_sources
 
@@ -56,3 +58,43 @@ def test_a_page_that_shows_the_syntax_in_code_keeps_it_verbatim() -> None:
     lines = text.split("\n")
     assert lines[0].startswith(f"write `{shown}` like this: <span") and "{{value qwen3" not in lines[0]
     assert lines[2:6] == ["```", shown, real, "```"]
+
+
+def _device_view(without_layer: int | None = None) -> TraceView:
+    """The mini trace relabelled as a committed GPU trace, optionally recorded without one layer (another shape)."""
+    t = mini()
+    records = [r for r in t.records if without_layer is None or r.layer != without_layer]
+    meta = {**t.meta, "device": "cuda", "device_name": "NVIDIA H200"}
+    return TraceView("cuda", dataclasses.replace(t, meta=meta, records=records, _index={}))
+
+
+BODY = f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}}"
+
+
+def test_without_the_default_trace_a_device_trace_that_fits_is_shown() -> None:
+    text = expand(BODY, "lesson.md", repo_sources(), TraceSet([_device_view()]))
+    res = mini().at(QWEN3, 156, layer=2)[0].var("residual")
+    assert f"= {num(res.norm)}" in text and "trace=cuda" in text
+
+
+def test_a_device_trace_of_other_layers_is_reported_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's case: traces/cuda holds no layer 2 and there is no default trace. The page says so,
+    the notice logger reports it (a strict build prints it without failing), nothing raises."""
+    with caplog.at_level(logging.WARNING, logger=NOTICE_LOGGER):
+        text = expand(f"before {BODY} after", "lesson.md", repo_sources(), TraceSet([_device_view(without_layer=2)]))
+    assert text.startswith("before <span") and text.endswith("</span> after") and "{{value" not in text
+    assert "traces/cuda" in text and "make site" in text
+    notices = [r.getMessage() for r in caplog.records if r.name == NOTICE_LOGGER]
+    assert len(notices) == 1 and notices[0].startswith("docs/lesson.md:1: ") and "layer 2" in notices[0]
+
+
+def test_the_default_trace_is_the_one_the_lesson_names() -> None:
+    """With traces/cpu there, a device trace is never consulted: a value the default lacks is the author's
+    error (one line), even when the device trace has it."""
+    default = mini_set().views[0]
+    cut = TraceView("cpu", dataclasses.replace(default.trace, records=[r for r in default.trace.records if r.layer != 2],
+                                               _index={}))
+    with pytest.raises(UserError, match=r"traces/cpu recorded no 'residual'"):
+        expand(BODY, "lesson.md", repo_sources(), TraceSet([cut, _device_view()]))
+    text = expand(BODY, "lesson.md", repo_sources(), TraceSet([default, _device_view(without_layer=2)]))
+    assert "trace=cpu" in text
