@@ -369,6 +369,8 @@ ROWS: tuple[Row, ...] = (
         "unclosed reference", append("docs/index.md", "\n见 [[layernorm.py › RMSNorm\n".encode())),
     Row("notes", "文档不是 UTF-8", "a page not UTF-8", ("check", "--no-claims", "--no-math"), "is not UTF-8",
         append("docs/writing.md", b"\n\xff\n")),
+    Row("notes", "注释文件含控制字符", "a notes file with a control character", ("check", "--no-claims", "--no-math"),
+        "is not allowed in YAML", append(LAYERNORM_NOTES, b"\n# \x07\n")),
     Row("notes", "文档不是 UTF-8（构建）", "a page not UTF-8 (build)", ("build", "--site-dir", "{t}/site"),
         "docs/writing.md: byte", append("docs/writing.md", b"\n\xff\n")),
     Row("notes", "--root 指向不存在的目录", "--root that does not exist", ("--root", "{t}/nowhere", "check", "--strict"),

@@ -169,7 +169,7 @@ def _site_reads(folder: Path) -> None:
     expand((REPO / "docs" / "lesson.md").read_text(encoding="utf-8"), "lesson.md", repo_sources(), traces)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(PATHS), how=st.sampled_from(["remove", *REPLACEMENTS]))
 def test_any_single_field_removed_retyped_or_out_of_range_is_refused_or_shown(path: tuple, how: Any) -> None:
     folder = Path(tempfile.mkdtemp(prefix="annotate-schema-")) / "cuda"
