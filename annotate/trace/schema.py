@@ -383,9 +383,20 @@ class HfLinesJson(TypedDict):
 
 
 @with_config(OPEN)
+class FinalVsHfJson(TypedDict):
+    """nano-vllm's final hidden states against the peer's (the numerics page reads what is there)."""
+
+    max_abs: NotRequired[Number]
+    max_ulps: NotRequired[Number]
+    scale_ulps: NotRequired[Number]
+    rel: NotRequired[Number]
+    dtype: NotRequired[str]
+
+
+@with_config(OPEN)
 class TraceSummaryJson(TypedDict):
     flow: NotRequired[list[FlowRowJson]]
-    final_vs_hf: NotRequired[dict[str, Any] | None]
+    final_vs_hf: NotRequired[FinalVsHfJson | None]
     compiled_vs_eager: NotRequired[dict[str, Any]]
     hf_lines: NotRequired[HfLinesJson | None]
 
