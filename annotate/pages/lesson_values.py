@@ -59,6 +59,19 @@ def _lookup(views: list[TraceView], path: str, line: int, layer: int | None,
     return None
 
 
+def _not_recorded(views: list[TraceView], missing: str, where: str) -> str:
+    """No trace holds the value: the default trace's miss is the author's error (one line); another
+    trace's miss (a device trace of other layers) is said on the page and reported, never fatal."""
+    if views[0].key == DEFAULT_KEY:   # the trace the page names: the lesson must cite what it holds
+        raise UserError(f"{where}: {{{{value …}}}}: {views[0].where} {missing}; name a variable the line holds")
+    names = ", ".join(v.where for v in views)
+    logging.getLogger(NOTICE_LOGGER).warning(
+        f"{where}: {{{{value …}}}}: no trace here ({names}) {missing}; record the default trace "
+        f"{Project.TRACES_DIR}/{DEFAULT_KEY} with `make site`")
+    return (f'<span class="an-cited-value">（这些轨迹没有记录这个值 — no trace here recorded it: {esc(names)} '
+            f"{esc(missing)}；用 <code>make site</code> 记录默认轨迹 record the default trace）</span>")
+
+
 def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None, where: str) -> str:
     """The text and link for one placeholder body (see the module docstring)."""
     parts = [p.strip() for p in body.split(SEP)]
@@ -80,14 +93,7 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
         return ("（运行值需要先记录轨迹 — record a trace first: <code>make site</code>）")
     found = _lookup(views, path, line, layer, var)
     if found is None:
-        missing = f"recorded no {var!r} at {path}:{line} in layer {layer_text}"
-        if views[0].key == DEFAULT_KEY:   # the trace the page names: the lesson must cite what it holds
-            raise UserError(f"{where}: {{{{value …}}}}: {views[0].where} {missing}; name a variable the line holds")
-        notice = f"{where}: {{{{value …}}}}: no trace here ({', '.join(v.where for v in views)}) {missing}; " \
-                 f"the default trace {Project.TRACES_DIR}/{DEFAULT_KEY} (`make site`) shows it"
-        logging.getLogger(NOTICE_LOGGER).warning(notice)
-        return (f'<span class="an-cited-value">（这些轨迹没有记录这个值 — '
-                f"{esc(', '.join(v.where for v in views))} {esc(missing)}；<code>make site</code> 记录默认轨迹）</span>")
+        return _not_recorded(views, f"recorded no {var!r} at {path}:{line} in layer {layer_text}", where)
     view, rec_var = found
     ident = f"，≡ {esc(sup_label(rec_var.label))}" if rec_var.identity.get("status") == "match" else ""
     href = value_url(page, path, line, layer, view.key)

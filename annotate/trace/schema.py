@@ -29,11 +29,10 @@ from annotate.vendoring.lock import VENDOR_DIR, safe_relative
 
 TRACE_FIX = "regenerate it with `annotate trace --force`"
 
-#: the statuses of a variable's identity: all peers within tolerance, none, or no peer of that shape
-IDENTITY_STATUSES = ("match", "no match", "no candidate")
-
 Count = Annotated[int, Field(ge=0)]
 LineNo = Annotated[int, Field(ge=1)]
+
+
 def _real(value: Any) -> Any:
     """A JSON number kept as written (an int stays an int: `max 1 ulp`, not `1.0`); NaN/inf included."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -85,7 +84,7 @@ class MatchJson(DistancesJson):
 class IdentityJson(TypedDict):
     """Which math variable(s) a recorded tensor is, found by comparison with the peer."""
 
-    status: Literal["match", "no match", "no candidate"]
+    status: Literal["match", "no match", "no candidate"]   # all peers within tolerance, none, no peer of that shape
     matches: NotRequired[list[MatchJson]]
     nearest: NotRequired[MatchJson | None]
     tolerance: NotRequired[Real]
