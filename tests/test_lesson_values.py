@@ -98,3 +98,33 @@ def test_the_default_trace_is_the_one_the_lesson_names() -> None:
         expand(BODY, "lesson.md", repo_sources(), TraceSet([cut, _device_view()]))
     text = expand(BODY, "lesson.md", repo_sources(), TraceSet([default, _device_view(without_layer=2)]))
     assert "trace=cpu" in text
+
+
+@pytest.mark.slow
+def test_a_device_trace_of_other_layers_never_fails_the_strict_build(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """End to end: a real trace of two layers (the lesson cites layer 2), relabelled as the committed
+    traces/cuda, is the only trace; `annotate build` (strict) succeeds, the lesson says which trace lacks
+    the value, and the build reports it on the notice logger."""
+    import json
+    import shutil
+
+    from conftest import run_cli
+    from site_fixtures import copy_project
+
+    device = tmp_path / "cuda"
+    rc, _, err = run_cli("trace", "--preset", "tiny", "--layers", "2", "--out", str(device))
+    assert rc == 0, err
+    payload = json.loads((device / "trace.json").read_text(encoding="utf-8"))
+    payload["meta"].update(device="cuda", device_name="NVIDIA H200")
+    (device / "trace.json").write_text(json.dumps(payload), encoding="utf-8")
+    project = copy_project(tmp_path / "project")
+    (project / "traces").mkdir()
+    shutil.move(device, project / "traces" / "cuda")
+    with caplog.at_level(logging.WARNING, logger=NOTICE_LOGGER):
+        rc, _, err = run_cli("--root", str(project), "build", "--site-dir", str(tmp_path / "site"))
+    assert rc == 0, err
+    lesson = (tmp_path / "site" / "lesson.html").read_text(encoding="utf-8")
+    assert "这些轨迹没有记录这个值" in lesson and "traces/cuda" in lesson
+    notices = [r.getMessage() for r in caplog.records if r.name == NOTICE_LOGGER]
+    assert any("no trace here (traces/cuda) recorded no 'residual'" in n for n in notices), notices
