@@ -389,6 +389,8 @@ class FinalVsHfJson(TypedDict):
     max_ulps: NotRequired[Number]
     scale_ulps: NotRequired[Number]
     rel: NotRequired[Number]
+    n_diff: NotRequired[Number]
+    numel: NotRequired[Number]
     dtype: NotRequired[str]
 
 
