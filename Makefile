@@ -57,7 +57,7 @@ browser:
 bench: install vendor
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
-## gpu-wheels: the five wheels scripts/gpu-check.sh carries to the GPU image (cp312; list in
+## gpu-wheels: the ten wheels scripts/gpu-check.sh carries to the GPU image (cp312; list in
 ## scripts/gpu-wheels.txt) into gpu-wheels/ (git-ignored). Then, with the device tool's run:
 ##   command `bash scripts/gpu-check.sh "$$OUT" gpu-wheels`, carry ["vendor/nano-vllm", "gpu-wheels"]
 GPU_WHEELS ?= gpu-wheels

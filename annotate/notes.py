@@ -153,8 +153,13 @@ def parse_yaml(text: str, where: str) -> Any:
         pos = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark else where
         problem = " ".join(p for p in (exc.context, exc.problem) if p)
         raise UserError(f"{pos}: malformed YAML: {problem}; fix the syntax") from None
+    except yaml.reader.ReaderError as exc:   # a control character: PyYAML's message spans two lines
+        line = text.count("\n", 0, exc.position) + 1
+        char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+        raise UserError(f"{where}:{line}: malformed YAML: character U+{ord(char):04X} is not allowed in YAML; "
+                        "remove it") from None
     except yaml.YAMLError as exc:
-        raise UserError(f"{where}: malformed YAML: {exc}; fix the syntax") from None
+        raise UserError(f"{where}: malformed YAML: {' '.join(str(exc).split())}; fix the syntax") from None
 
 
 def parse_notes(text: str, path: str, notes_path: str) -> NotesFile:

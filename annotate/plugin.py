@@ -36,7 +36,7 @@ from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from annotate import claims, references, safe_html
+from annotate import claims, codec, references, safe_html
 from annotate.docs_math import render_page_math
 from annotate.errors import UserError
 from annotate.pages import diagrams, extras, lesson_values
@@ -46,6 +46,7 @@ from annotate.pages.nav import site_nav
 from annotate.pages.snapshot import Snapshot, build_snapshot
 from annotate.pages.source_page import lean_math
 from annotate.pages.trace_pages import trace_pages
+from annotate.pages.trace_set import NOTICE_LOGGER
 from annotate.project import Project
 from annotate.render import offline
 from annotate.render.assets import site_assets
@@ -53,12 +54,20 @@ from annotate.render.katex import Katex, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
 #: outside MkDocs' loggers, so a strict build prints these warnings without failing on them
-notice_log = logging.getLogger("annotate.traces")
+notice_log = logging.getLogger(NOTICE_LOGGER)
 _T = TypeVar("_T")
 
 
 class AnnotateConfig(Config):
     root = opt.Type(str, default=".")  # project root, relative to mkdocs.yml
+
+
+def _page_text(file: File, docs_label: str) -> str:
+    """A hand-written page's text; a byte that is not UTF-8 is the codec's one line (page, offset, fix)."""
+    try:
+        return file.content_string
+    except UnicodeDecodeError:
+        return codec.utf8(file.content_bytes, f"{docs_label}/{file.src_uri}")
 
 
 def _plugin_error(work: Callable[[], _T]) -> _T:
@@ -84,7 +93,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         return config
 
     def on_files(self, files: Files, config: MkDocsConfig) -> Files:
-        pages = {f.src_uri: f.content_string for f in files.documentation_pages()}
+        pages = _plugin_error(lambda: {f.src_uri: _page_text(f, self.project.docs_label)
+                                       for f in files.documentation_pages()})
         facts = self.facts = _plugin_error(lambda: build_snapshot(self.root, pages, strict=self.strict,
                                                                           docs_label=self.project.docs_label))
         for line in facts.recovered:

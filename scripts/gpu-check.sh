@@ -13,7 +13,8 @@
 # The image (the device tool's notes on the nvidia-h200 kind): python3 is itself a venv with torch 2.11+CUDA,
 # triton 3.6, transformers 5.x, tokenizers 0.23, huggingface-hub 1.x; no tree-sitter; no network.
 # nano-vllm @2f214426 needs transformers < 5, and transformers 4.57.6 refuses the image's tokenizers
-# and huggingface-hub, so exactly the five wheels of scripts/gpu-wheels.txt travel with the tree.
+# and huggingface-hub, and the image has no pydantic (the trace schema), so exactly the ten wheels of
+# scripts/gpu-wheels.txt travel with the tree.
 # They are installed with `pip install --no-index --no-deps --target SITE` and SITE goes first on
 # PYTHONPATH (before the image's site-packages; an existing PYTHONPATH is kept after it).
 #

@@ -205,6 +205,14 @@ def _lying_size() -> bytes:
     return bytes(data)
 
 
+def _conflicting_wheel(project: Path, scratch: Path) -> None:
+    """A pinned wheel with every vendored file, plus a member whose path runs through one of them
+    (`nanovllm/config.py/extra.py`): staging it would meet a file where it needs a folder."""
+    vendored = project / VENDORED
+    members = {p.relative_to(vendored).as_posix(): p.read_bytes() for p in sorted(vendored.rglob("*")) if p.is_file()}
+    pinned_wheel(_zip({**members, "nanovllm/config.py/extra.py": b"y = 2\n"}))(project, scratch)
+
+
 def pinned_wheel(data: bytes | None) -> Callable[[Path, Path], None]:
     """The lock pins a wheel with exactly these bytes (so the hash check passes) and no vendored copy is there;
     ``None``: a folder stands where the cached wheel should be."""
@@ -239,6 +247,18 @@ def _record(d: dict, i: int = 0) -> dict:
 
 def _first_var(d: dict) -> dict:
     return next(v for r in d["records"] for v in r["vars"])
+
+
+def _statement(d: dict) -> dict:
+    return next(st for f in d["functions"] for st in f["statements"])
+
+
+def _in_layer(d: dict) -> dict:
+    return next(r for r in d["records"] if r["layer"] is not None)
+
+
+def _matched_by(d: dict) -> dict:
+    return next(m for mv in d["math"] for m in mv.get("matched_by", []))
 
 
 def _saved_var(d: dict) -> dict:
@@ -332,6 +352,9 @@ ROWS: tuple[Row, ...] = (
         pinned_wheel(_zip({"nanovllm/" + "a" * 300 + ".py": b"x = 1\n"}))),
     Row("wheel", "wheel 是一个文件夹", "a wheel that is a folder", ("vendor", "sync"), "not a file",
         pinned_wheel(None)),
+    Row("wheel", "wheel 成员路径与文件冲突", "a wheel member whose path runs through a file", ("vendor", "sync"),
+        "is a file, and member 'nanovllm/config.py/extra.py' needs it to be a folder",
+        _conflicting_wheel),
     # --- the vendored copy a strict build publishes
     Row("vendor", "vendor 里有指向 /etc/passwd 的符号链接", "a vendored symlink to /etc/passwd",
         ("build", "--site-dir", "{t}/site"), "is a symbolic link, not a vendored file",
@@ -370,6 +393,10 @@ ROWS: tuple[Row, ...] = (
         "unclosed reference", append("docs/index.md", "\n见 [[layernorm.py › RMSNorm\n".encode())),
     Row("notes", "文档不是 UTF-8", "a page not UTF-8", ("check", "--no-claims", "--no-math"), "is not UTF-8",
         append("docs/writing.md", b"\n\xff\n")),
+    Row("notes", "注释文件含控制字符", "a notes file with a control character", ("check", "--no-claims", "--no-math"),
+        "is not allowed in YAML", append(LAYERNORM_NOTES, b"\n# \x07\n")),
+    Row("notes", "文档不是 UTF-8（构建）", "a page not UTF-8 (build)", ("build", "--site-dir", "{t}/site"),
+        "docs/writing.md: byte", append("docs/writing.md", b"\n\xff\n")),
     Row("notes", "--root 指向不存在的目录", "--root that does not exist", ("--root", "{t}/nowhere", "check", "--strict"),
         "no such folder"),
     Row("notes", "地图里拼错的键", "a mistyped key in the map", ("check", "--no-claims", "--no-math"),
@@ -412,6 +439,37 @@ ROWS: tuple[Row, ...] = (
         "trace"),
     Row("trace", "缺 meta.device_name", "meta.device_name missing", ("build", "--site-dir", "{t}/site"),
         "$.meta.device_name: missing", trace_json(lambda d: d["meta"].pop("device_name")), "trace"),
+    Row("trace", "变量条目是字符串", "a record's vars entry is a string", ("build", "--site-dir", "{t}/site"),
+        '$.records[0].vars[0]: expected an object, got "x"', trace_json(lambda d: _record(d).update(vars=["x"])), "trace"),
+    Row("trace", "记录缺 layer", "a record without layer", ("build", "--site-dir", "{t}/site"),
+        "$.records[0].layer: missing", trace_json(lambda d: _record(d).pop("layer")), "trace"),
+    Row("trace", "flag 缺 message", "a flag without message", ("build", "--site-dir", "{t}/site"),
+        "$.flags[0].message: missing", trace_json(lambda d: d.update(flags=[{"kind": "aliasing", "records": [0]}])), "trace"),
+    Row("trace", "语句缺 end_line", "a statement without end_line", ("build", "--site-dir", "{t}/site"),
+        ".statements[0].end_line: missing", trace_json(lambda d: _statement(d).pop("end_line")), "trace"),
+    Row("trace", "math 条目缺 summary", "a math entry without summary", ("build", "--site-dir", "{t}/site"),
+        "$.math[0].summary: missing", trace_json(lambda d: d["math"][0].pop("summary")), "trace"),
+    Row("trace", "记录的层号超出模型层数", "a record's layer beyond the model's layers", ("build", "--site-dir", "{t}/site"),
+        ".layer: expected a layer below meta.model.layers",
+        trace_json(lambda d: _in_layer(d).update(layer=d["meta"]["model"]["layers"])), "trace"),
+    Row("trace", "end_line 在 line 之前", "a record's end_line before its line", ("build", "--site-dir", "{t}/site"),
+        "$.records[0].end_line: expected a line ≥ line", trace_json(lambda d: _record(d).update(end_line=_record(d)["line"] - 1)), "trace"),
+    Row("trace", "记录的 id 与位置不符", "a record's id not its index", ("build", "--site-dir", "{t}/site"),
+        "$.records[1].id: expected 1 (a record's id is its index)", trace_json(lambda d: _record(d, 1).update(id=0)), "trace"),
+    Row("trace", "identity.status 未知", "an unknown identity.status", ("build", "--site-dir", "{t}/site"),
+        ".identity.status: expected one of", trace_json(lambda d: _first_var(d).update(identity={"status": "maybe"})), "trace"),
+    Row("trace", "flow 行指向不存在的记录", "a flow row pointing past the records", ("build", "--site-dir", "{t}/site"),
+        "$.summary.flow[0].record: expected a record id below",
+        trace_json(lambda d: d["summary"]["flow"][0].update(record=len(d["records"]))), "trace"),
+    Row("trace", "matched_by 指向没有的变量", "a math matched_by naming a variable its record lacks",
+        ("build", "--site-dir", "{t}/site"), ".matched_by[0].var: expected a variable of record",
+        trace_json(lambda d: _matched_by(d).update(var="nope")), "trace"),
+    Row("trace", "same_copy_as 指向后面的记录", "same_copy_as pointing at a later record", ("build", "--site-dir", "{t}/site"),
+        ".same_copy_as.record: expected an earlier record",
+        trace_json(lambda d: _first_var(d).update(same_copy_as={"record": 5, "var": "x"})), "trace"),
+    Row("trace", "hf_lines 的行号是字符串", "an hf_lines line that is a string", ("build", "--site-dir", "{t}/site"),
+        '$.summary.hf_lines.lines[0].line: expected an integer, got "270"',
+        trace_json(lambda d: d["summary"]["hf_lines"]["lines"][0].update(line="270")), "trace"),
     Row("trace", "记录值含 NaN", "a recorded value is NaN", ("build", "--site-dir", "{t}/site"),
         "holds NaN or infinite values", trace_json(lambda d: _first_var(d).update(norm=float("nan"))), "trace"),
     Row("trace", "trace.json 不是 UTF-8", "trace.json not UTF-8", ("build", "--site-dir", "{t}/site"),

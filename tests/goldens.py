@@ -20,7 +20,7 @@ GOLDEN = REPO / "tests" / "golden"
 VENDOR = REPO / "vendor" / "nano-vllm"
 UPDATE = "UPDATE_GOLDEN"
 
-_CODE_ROW = re.compile(r'(<code class="an-code">)(.*?)(</code>)', re.S)
+_CODE_ROW = re.compile(r'(<code class="an-code"[^>]*>)(.*?)(</code>)', re.S)   # with or without a style
 _BLOCK = re.compile(r'<div class="highlight"><pre><code>.*?</code></pre></div>', re.S)
 
 

@@ -187,3 +187,34 @@ def test_local_checkpoint_with_its_tokenizer_traces_a_prompt(tiny_trace, tmp_pat
     meta = json.loads((out / "trace.json").read_text())["meta"]
     assert meta["input"]["ids"] == AutoTokenizer.from_pretrained(str(folder))(prompt)["input_ids"]
     assert "tokenizer" in meta["input"]["source"]
+
+
+def test_force_on_a_full_disk_is_one_line_and_keeps_the_old_trace(tiny_trace, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """safetensors reports a full disk as its own SafetensorError (not an OSError): still one line, no
+    traceback (torch's distributed logging printed it under `[rank0]:`), the previous trace intact."""
+    import shutil
+
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    out = tmp_path / "traces" / "cpu"
+    shutil.copytree(tiny_trace.out, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    real = safetensors.torch.save_file
+
+    def full(tensors, filename, metadata=None) -> None:   # the disk holding --out is full; /tmp is not
+        if not str(filename).startswith(str(out.parent)):
+            return real(tensors, filename, metadata=metadata)
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, '
+                              'message: "No space left on device" })')
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    rc, out_text, err = run_cli("trace", "--preset", "tiny", "--out", str(out), "--force", "--full-tensors")
+    lines = [line for line in err.splitlines() if line.startswith("annotate: error:")]
+    assert rc != 0 and len(lines) == 1, err
+    assert "No space left on device" in lines[0] and "tensors.safetensors" in lines[0] and str(out) in lines[0]
+    assert "Traceback" not in out_text + err and "[rank0]" not in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["cpu"]      # no staging folder left behind

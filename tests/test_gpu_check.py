@@ -8,7 +8,7 @@ huggingface-hub 1.33.0, numpy, safetensors, xxhash, pyyaml, requests, regex, tqd
 installed into it (each is in the image), and no
 tree-sitter (cached under .cache/gpu-rehearsal/, keyed by those versions). Then the exact GPU
 command runs with GPU_CHECK_REHEARSE=1 (device cpu; every install and PYTHONPATH line the same),
-carrying the cp311 builds of the five wheels of scripts/gpu-wheels.txt. The script of commit
+carrying the cp311 builds of the ten wheels of scripts/gpu-wheels.txt. The script of commit
 16d644e is run against the same layout and must fail.
 """
 from __future__ import annotations
@@ -81,9 +81,11 @@ def image_python() -> Path:
 
 
 def carried_wheels() -> Path:
-    """The five wheels of scripts/gpu-wheels.txt for this Python (the GPU run carries the cp312 ones)."""
+    """The ten wheels of scripts/gpu-wheels.txt for this Python (the GPU run carries the cp312 ones)."""
     dest = CACHE / f"carried-py{PYVER}"
-    if len(list(dest.glob("*.whl"))) != 5:
+    listed = [ln for ln in (ROOT / "scripts" / "gpu-wheels.txt").read_text(encoding="utf-8").splitlines()
+              if ln.strip() and not ln.lstrip().startswith("#")]
+    if len(list(dest.glob("*.whl"))) != len(listed):
         subprocess.run(["rm", "-rf", str(dest)], check=True)
         got = _run(["bash", str(ROOT / "scripts" / "gpu-wheels.sh"), str(dest), PYVER],
                    cwd=ROOT, env=dict(os.environ, PYTHON=sys.executable))

@@ -1,6 +1,8 @@
 """Recorded values cited in prose (annotate.pages.lesson_values) on the committed mini trace."""
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -8,7 +10,7 @@ import pytest
 from annotate.errors import UserError
 from annotate.pages.lesson_values import expand
 from annotate.pages.tracefmt import num, sup_label
-from annotate.pages.trace_set import TraceSet
+from annotate.pages.trace_set import NOTICE_LOGGER, TraceSet, TraceView
 
 from values_fixtures import mini, mini_set, repo_sources
 
@@ -102,3 +104,73 @@ def test_a_file_no_trace_records_is_named_not_told_to_record_a_trace() -> None:
 def test_an_empty_placeholder_asks_for_its_five_parts() -> None:
     with pytest.raises(UserError, match=r"^docs/lesson.md:1: .*needs five parts"):
         expand("{{value}}", "lesson.md", repo_sources(), mini_set())
+
+
+def _device_view(without_layer: int | None = None) -> TraceView:
+    """The mini trace relabelled as a committed GPU trace, optionally recorded without one layer (another shape)."""
+    t = mini()
+    records = [r for r in t.records if without_layer is None or r.layer != without_layer]
+    meta = {**t.meta, "device": "cuda", "device_name": "NVIDIA H200"}
+    return TraceView("cuda", dataclasses.replace(t, meta=meta, records=records, _index={}))
+
+
+BODY = f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}}"
+
+
+def test_without_the_default_trace_a_device_trace_that_fits_is_shown() -> None:
+    text = expand(BODY, "lesson.md", repo_sources(), TraceSet([_device_view()]))
+    res = mini().at(QWEN3, 156, layer=2)[0].var("residual")
+    assert f"= {num(res.norm)}" in text and "trace=cuda" in text
+
+
+def test_a_device_trace_of_other_layers_is_reported_not_fatal(caplog: pytest.LogCaptureFixture) -> None:
+    """The issue's case: traces/cuda holds no layer 2 and there is no default trace. The page says so,
+    the notice logger reports it (a strict build prints it without failing), nothing raises."""
+    with caplog.at_level(logging.WARNING, logger=NOTICE_LOGGER):
+        text = expand(f"before {BODY} after", "lesson.md", repo_sources(), TraceSet([_device_view(without_layer=2)]))
+    assert text.startswith("before <span") and text.endswith("</span> after") and "{{value" not in text
+    assert "traces/cuda" in text and "make site" in text
+    notices = [r.getMessage() for r in caplog.records if r.name == NOTICE_LOGGER]
+    assert len(notices) == 1 and notices[0].startswith("docs/lesson.md:1: ") and "layer 2" in notices[0]
+
+
+def test_the_default_trace_is_the_one_the_lesson_names() -> None:
+    """With traces/cpu there, a device trace is never consulted: a value the default lacks is the author's
+    error (one line), even when the device trace has it."""
+    default = mini_set().views[0]
+    cut = TraceView("cpu", dataclasses.replace(default.trace, records=[r for r in default.trace.records if r.layer != 2],
+                                               _index={}))
+    with pytest.raises(UserError, match=r"traces/cpu recorded no 'residual'"):
+        expand(BODY, "lesson.md", repo_sources(), TraceSet([cut, _device_view()]))
+    text = expand(BODY, "lesson.md", repo_sources(), TraceSet([default, _device_view(without_layer=2)]))
+    assert "trace=cpu" in text
+
+
+@pytest.mark.slow
+def test_a_device_trace_of_other_layers_never_fails_the_strict_build(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """End to end: a real trace of two layers (the lesson cites layer 2), relabelled as the committed
+    traces/cuda, is the only trace; `annotate build` (strict) succeeds, the lesson says which trace lacks
+    the value, and the build reports it on the notice logger."""
+    import json
+    import shutil
+
+    from conftest import run_cli
+    from site_fixtures import copy_project
+
+    device = tmp_path / "cuda"
+    rc, _, err = run_cli("trace", "--preset", "tiny", "--layers", "2", "--out", str(device))
+    assert rc == 0, err
+    payload = json.loads((device / "trace.json").read_text(encoding="utf-8"))
+    payload["meta"].update(device="cuda", device_name="NVIDIA H200")
+    (device / "trace.json").write_text(json.dumps(payload), encoding="utf-8")
+    project = copy_project(tmp_path / "project")
+    (project / "traces").mkdir()
+    shutil.move(device, project / "traces" / "cuda")
+    with caplog.at_level(logging.WARNING, logger=NOTICE_LOGGER):
+        rc, _, err = run_cli("--root", str(project), "build", "--site-dir", str(tmp_path / "site"))
+    assert rc == 0, err
+    lesson = (tmp_path / "site" / "lesson.html").read_text(encoding="utf-8")
+    assert "这些轨迹没有记录这个值" in lesson and "traces/cuda" in lesson
+    notices = [r.getMessage() for r in caplog.records if r.name == NOTICE_LOGGER]
+    assert any("no trace here (traces/cuda) recorded no 'residual'" in n for n in notices), notices

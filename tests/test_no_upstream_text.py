@@ -1,9 +1,12 @@
 """No upstream text anywhere in the repo: no git-tracked file holds three or more consecutive lines
-of any vendored file (non-blank lines, compared stripped of surrounding white space).
+of any vendored file (non-blank lines, compared by their tokens: all white space removed).
 
 HTML and Markdown files are also read with their tags removed and entities decoded, one line per
-row/paragraph element, so a highlighted code row (`<span>`s around each token) counts as its text.
-A note's one-statement `statement:` anchor is a citation and stays possible: one line, not three.
+row/paragraph element, so a highlighted code row (`<span>`s around each token, `<wbr>` inside, a
+style on its `<code>`) counts as its tokens; the marks the page adds to a row (its line number,
+a note's ✎ link) and any trailing non-ASCII decoration are left out, so the markup a renderer
+wraps around upstream tokens cannot hide them. A note's one-statement `statement:` anchor is a
+citation and stays possible: one line, not three.
 """
 from __future__ import annotations
 
@@ -18,17 +21,21 @@ VENDOR = ROOT / "vendor"   # every upstream's materialised folder (vendor/<name>
 WINDOW = 3
 _BLOCK_END = re.compile(r"</(?:div|p|li|tr|pre|h\d|aside|details|summary|td|th)>|<br\s*/?>", re.I)
 _TAG = re.compile(r"<[^>]+>")
-_LINE_NUMBER = re.compile(r'<a\b[^>]*class="an-ln"[^>]*>.*?</a>', re.S)   # a source row's number link
+#: what a page adds to a source row: its number link and a note's mark link
+_ROW_MARKS = re.compile(r'<a\b[^>]*class="an-(?:ln|mark)"[^>]*>.*?</a>', re.S)
+_DECORATION = re.compile(r"[^\x00-\x7f]+$")   # a trailing ✎, ↗ or ¶ a renderer appends to a line
+_SPACE = re.compile(r"\s+")
 
 
 def normalised(text: str) -> list[str]:
-    """Non-blank lines, stripped."""
-    return [s for s in (line.strip() for line in text.splitlines()) if s]
+    """Non-blank lines as their tokens: white space removed (markup may add or drop it between tokens),
+    a trailing non-ASCII decoration dropped."""
+    return [s for s in (_DECORATION.sub("", _SPACE.sub("", line)) for line in text.splitlines()) if s]
 
 
 def as_text(markup: str) -> str:
     """Markup read as the text a reader sees: block ends become line breaks, tags go, entities decode."""
-    return html.unescape(_TAG.sub("", _BLOCK_END.sub("\n", _LINE_NUMBER.sub("", markup))))
+    return html.unescape(_TAG.sub("", _BLOCK_END.sub("\n", _ROW_MARKS.sub("", markup))))
 
 
 def windows(lines: list[str]) -> set[tuple[str, ...]]:
@@ -90,6 +97,15 @@ def test_the_check_finds_upstream_lines_in_markup_and_plain_text(tmp_path: Path)
                       encoding="utf-8")
     for path in (plain, markup):
         assert findings(path, upstream, tmp_path), path.name
+    # a row as the page renders it: a style on <code>, tokens in spans with <wbr> and no spaces between
+    # some, a note's mark link at the end of one row (tokens across markup, tests/golden's old miss)
+    styled = "".join(f'<div class="an-row"><a class="an-ln" href="#L{n}">{n}</a><code class="an-code" style="--ind:4ch">'
+                     + "".join(f'<span class="n">{html.escape(tok)}</span><span class="p"><wbr></span>' for tok in ln.split())
+                     + (f'<a class="an-mark" href="#note-{n}">✎</a>' if n == 1 else "") + "</code></div>"
+                     for n, ln in enumerate(lines[i:i + 3]))
+    highlighted = tmp_path / "highlighted.md"
+    highlighted.write_text(styled, encoding="utf-8")
+    assert findings(highlighted, upstream, tmp_path), highlighted.name
     two = tmp_path / "two.py"
     two.write_text("\n".join(lines[i:i + 2]) + "\nsomething else entirely\n", encoding="utf-8")
     assert not findings(two, upstream, tmp_path)             # two lines (a citation) are fine

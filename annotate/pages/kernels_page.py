@@ -19,7 +19,8 @@ from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, human_bytes, nbytes, num
 from annotate.source import AnchorError, SourceFile
-from annotate.trace.store import LineRecord, Trace
+from annotate.trace.schema import LineRecord
+from annotate.trace.store import Trace
 
 FUNCTIONS = ("RMSNorm.add_rms_forward", "RMSNorm.rms_forward", "SiluAndMul.forward")
 PARAMS = {"RMSNorm.add_rms_forward": ("weight γ",), "RMSNorm.rms_forward": ("weight γ",), "SiluAndMul.forward": ()}

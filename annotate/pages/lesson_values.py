@@ -12,18 +12,24 @@ identified as, and a link that opens that line's values panel at that layer::
 (one line in a page; broken here to fit)
     -> ‖residual‖₂ = 285.6，≡ x₁⁽²⁾（<a href="…/qwen3.py.html#L156&layer=2">qwen3.py:156 · 第 2 层</a>）
 
-Without a trace the placeholder says how to record one; a placeholder that names no statement,
+The value comes from the default trace (``traces/cpu``, the one the lesson names), and a variable it
+did not record there is one :class:`UserError` line naming the page and line. Without the default
+trace, another trace stands in where it fits (a committed device trace, say); where none fits, the
+page says so and the build reports it on the traces' notice logger without failing, even strict.
+Without any trace the placeholder says how to record one; a placeholder that names no statement,
 variable or layer is one :class:`UserError` line naming the page and line.
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Mapping
 
-from annotate.project import DOCS_FOLDER
+from annotate.project import DOCS_FOLDER, Project
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
-from annotate.pages.trace_set import TraceSet
+from annotate.pages.trace_set import DEFAULT_KEY, NOTICE_LOGGER, TraceSet, TraceView
+from annotate.trace.schema import VarRecord
 from annotate.references import find_file
 from annotate.pages.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
 from annotate.source import AnchorError, SourceFile
@@ -37,6 +43,34 @@ def _file(sources: Mapping[str, SourceFile], name: str, where: str) -> str:
     """The vendored path a short name (`qwen3.py`) or full path stands for: the same rule as a
     ``[[…]]`` reference's (a tail several upstreams share means nano-vllm's file)."""
     return find_file(name, list(sources), f"{where}: {{{{value …}}}}")
+
+
+def _lookup(views: list[TraceView], path: str, line: int, layer: int | None,
+            var: str) -> tuple[TraceView, VarRecord] | None:
+    """The first trace (default first) that recorded `var` on that line in that layer, with the variable.
+
+    The default trace is the one the lesson names; another trace (a committed device trace, say, of
+    other layers) stands in only when there is no default trace, and only where it fits."""
+    chosen = [views[0]] if views[0].key == DEFAULT_KEY else views
+    for view in chosen:
+        recs = view.trace.at(path, line, layer=layer)
+        rec_var = next((v for v in (r.var(var) for r in recs) if v is not None), None)
+        if rec_var is not None:
+            return view, rec_var
+    return None
+
+
+def _not_recorded(views: list[TraceView], missing: str, where: str) -> str:
+    """No trace holds the value: the default trace's miss is the author's error (one line); another
+    trace's miss (a device trace of other layers) is said on the page and reported, never fatal."""
+    if views[0].key == DEFAULT_KEY:   # the trace the page names: the lesson must cite what it holds
+        raise UserError(f"{where}: {{{{value …}}}}: {views[0].where} {missing}; name a variable the line holds")
+    names = ", ".join(v.where for v in views)
+    logging.getLogger(NOTICE_LOGGER).warning(
+        f"{where}: {{{{value …}}}}: no trace here ({names}) {missing}; record the default trace "
+        f"{Project.TRACES_DIR}/{DEFAULT_KEY} with `make site`")
+    return (f'<span class="an-cited-value">（这些轨迹没有记录这个值 — no trace here recorded it: {esc(names)} '
+            f"{esc(missing)}；用 <code>make site</code> 记录默认轨迹 record the default trace）</span>")
 
 
 def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None, where: str) -> str:
@@ -53,14 +87,13 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
     except (AnchorError, KeyError) as exc:
         raise UserError(f"{where}: {{{{value …}}}}: {exc}; fix the statement text") from None
     layer = _layer(layer_text, where)
-    view = next((v for v in (traces.for_file(path) if traces else [])), None)
-    if view is None:
+    views = traces.for_file(path) if traces else []
+    if not views:
         return _no_values(path, traces, where)
-    recs = view.trace.at(path, line, layer=layer)
-    rec_var = next((r.var(var) for r in recs if r.var(var) is not None), None)
-    if rec_var is None:
-        raise UserError(f"{where}: {{{{value …}}}}: {view.where} recorded no {var!r} at {path}:{line} "
-                        f"in layer {layer_text}; name a variable the line holds")
+    found = _lookup(views, path, line, layer, var)
+    if found is None:
+        return _not_recorded(views, f"recorded no {var!r} at {path}:{line} in layer {layer_text}", where)
+    view, rec_var = found
     ident = f"，≡ {esc(sup_label(rec_var.label))}" if rec_var.identity.get("status") == "match" else ""
     href = value_url(page, path, line, layer, view.key)
     return (f'<span class="an-cited-value">‖<code>{esc(var)}</code>‖₂ = {num(rec_var.norm)}{ident}'

@@ -20,7 +20,8 @@ from annotate.links import FileFacts
 from annotate.pages.plots import series
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, num, sup_label
-from annotate.trace.store import ADD_RMS, LineRecord, Trace
+from annotate.trace.schema import LineRecord
+from annotate.trace.store import ADD_RMS, Trace
 
 NUMERICS_URI = "trace/numerics.md"
 LAYER_KEYS = (("attn", "Attn 增量 increment"), ("x", "x⁽ℓ⁾ residual"), ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"),

@@ -30,6 +30,9 @@ from annotate.vendoring.sync import local_hashes
 
 DEFAULT_KEY = "cpu"   # the Makefile's default trace: traces/cpu (bfloat16)
 DEVICE_NAMES = {"cpu": "CPU", "cuda": "GPU"}
+#: the logger of what a build reports about traces without failing (outside MkDocs' loggers, so even a
+#: strict build only prints it): stale device traces, lesson values a non-default trace lacks
+NOTICE_LOGGER = "annotate.traces"
 
 
 @dataclass

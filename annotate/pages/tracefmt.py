@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from annotate.links import page_url
 
@@ -51,7 +51,7 @@ def delta(match: dict[str, Any]) -> str:
     return f"与 HF 差 max |Δ| = {num(match['max_abs'])} ({num(match.get('scale_ulps'), 3)} ulp)"
 
 
-def identity_text(identity: dict[str, Any]) -> str:
+def identity_text(identity: Mapping[str, Any]) -> str:
     """The math variable(s) a tensor equals, with the distance: `x₁⁽²⁾, max |Δ| = 0`."""
     status = identity.get("status")
     matches = identity.get("matches") or []

@@ -27,7 +27,8 @@ from annotate.links import SOURCE_DIR, page_src_uri, relative
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, esc, identity_text, layer_key, layer_name, math_words,
                                      num, sup_label)
-from annotate.trace.store import LineRecord, Trace, VarRecord
+from annotate.trace.schema import LineRecord, VarRecord
+from annotate.trace.store import Trace
 
 ROLE_ORDER = {"assigned": 0, "argument": 1, "live": 2, "return": 3}
 LESSON_VARS = ("hidden_states", "residual")   # the two variables the lesson follows; others are intermediates

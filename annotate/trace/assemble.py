@@ -14,7 +14,8 @@ from annotate.trace.kernels import KernelCapture
 from annotate.trace.numerics import distance, storage_key, summarize
 from annotate.trace.recorder import RawRecord, Recorder
 from annotate.trace.reference import Identifier, PeerRun
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, identity_label
+from annotate.trace.schema import identity_label
+from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES
 
 #: recorded tensors are saved in full below this total (or always with --full-tensors)
 AUTO_SAVE_BYTES = 16 * 2**20

@@ -28,6 +28,7 @@ import torch
 from annotate import codec
 from annotate.errors import UserError
 from annotate.trace import kernels, shims
+from annotate.trace.tensorfile import save_tensors
 from annotate.trace.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
                                     default_tokens)
 from annotate.vendoring.lock import VENDOR_DIR
@@ -344,12 +345,11 @@ def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> 
 
 def write_checkpoint(folder: Path, config: dict[str, Any], seed: int, dtype: torch.dtype) -> Path:
     """Write `config.json` + `model.safetensors` (HF layout) into `folder`."""
-    from safetensors.torch import save_file
-
     folder.mkdir(parents=True, exist_ok=True)
     check_config(config, folder / "config.json")  # what the reader of --model checkpoints accepts
     (folder / "config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
-    save_file(random_state_dict(config, seed, dtype), str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_tensors(folder / "model.safetensors", random_state_dict(config, seed, dtype), str(folder),
+                 "no trace was written", metadata={"format": "pt"})
     return folder
 
 

@@ -28,7 +28,9 @@ from annotate import codec
 from annotate.atomic import replace_dir
 from annotate.errors import UserError
 from annotate.trace import placement
-from annotate.trace import validate
+from annotate.trace import schema, validate
+from annotate.trace.schema import TRACE_FIX, LineRecord
+from annotate.trace.tensorfile import save_tensors
 from annotate.project import Project
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
@@ -47,73 +49,6 @@ FLOW_FUNCTIONS = ("Qwen3DecoderLayer.forward", "Qwen3Model.forward")
 FLOW_NAMES = ("hidden_states", "residual", "_")
 #: the fused add + RMSNorm of the vendored code, by qualified name (the numerics, lesson and vLLM comparisons read it)
 ADD_RMS = "RMSNorm.add_rms_forward"
-
-
-def identity_label(identity: dict[str, Any]) -> str:
-    """The label of a variable's `identity`: `x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer of that shape)."""
-    status = identity.get("status")
-    if status == "match":
-        return " = ".join(m["label"] for m in identity["matches"])
-    return "no match" if status == "no match" else "—"
-
-
-# ---------------------------------------------------------------- records
-
-@dataclass
-class VarRecord:
-    """One tensor a line produced (or held live), as summarised in the trace."""
-
-    name: str
-    role: str                     # assigned | live | return | argument
-    shape: list[int]
-    dtype: str
-    norm: float
-    mean: float
-    absmax: float
-    head: list[float]
-    tensor: str | None            # key in tensors.safetensors, when saved
-    identity: dict[str, Any]      # {"status": "match"|"no match"|"no candidate", "matches": [...], "nearest": ...}
-    aliases: list[str] = field(default_factory=list)       # other names sharing its storage
-    same_memory: list[str] = field(default_factory=list)   # other names that are literally the same tensor
-    same_copy_as: dict[str, Any] | None = None   # {"record", "var"}: an earlier record holding the same copy
-
-    @property
-    def matched(self) -> dict[str, Any] | None:
-        """The best matching math variable (`key`, `layer`, `label`, `latex`, `max_abs`, `max_ulps`, …) or None."""
-        m = self.identity.get("matches") or []
-        return m[0] if m else None
-
-    @property
-    def label(self) -> str:
-        """`x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer variable of that shape)."""
-        return identity_label(self.identity)
-
-
-@dataclass
-class LineRecord:
-    """Values after one execution of one statement (kind "line") or at a function's entry ("entry")."""
-
-    id: int
-    function: str
-    file: str
-    line: int
-    end_line: int
-    kind: str
-    source: str                   # traced | replay (eager replay of a compiled body)
-    layer: int | None
-    module: str | None
-    call: int
-    hit: int
-    order: int
-    text: str                     # the statement, from today's vendored file ("" when its line is gone)
-    vars: list[VarRecord]
-    aliases: list[dict[str, list[str]]]
-    recorded_line: int = 0        # the line when recorded (differs from `line` after a vendor change)
-    placed: bool = True           # False: the line is gone today; the record is shown on no line
-
-    def var(self, name: str) -> VarRecord | None:
-        """The variable called `name` in this record, if recorded."""
-        return next((v for v in self.vars if v.name == name), None)
 
 
 @dataclass
@@ -213,40 +148,28 @@ class Trace:
 
 # ---------------------------------------------------------------- loading
 
-def _var(d: dict[str, Any]) -> VarRecord:
-    return VarRecord(d["name"], d["role"], d["shape"], d["dtype"], d["norm"], d["mean"], d["absmax"], d["head"],
-                     d.get("tensor"), d.get("identity") or {"status": "no candidate"},
-                     d.get("aliases", []), d.get("same_memory", []), d.get("same_copy_as"))
-
-
-def _record(d: dict[str, Any]) -> LineRecord:
-    return LineRecord(d["id"], d["function"], d["file"], d["line"], d["end_line"], d["kind"], d["source"],
-                      d["layer"], d["module"], d["call"], d["hit"], d["order"], d.get("text", ""),
-                      [_var(v) for v in d["vars"]], d.get("aliases", []), d["line"])
-
-
 def trace_json(path: Path) -> Path:
     """`<trace>/trace.json` for a trace directory, or `path` itself when it is the JSON file."""
     return path / JSON_NAME if path.is_dir() else path
 
 
 def read_payload(path: Path) -> dict[str, Any]:
-    """The raw JSON of a trace, validated for format and version (one-line UserError otherwise)."""
+    """A trace's JSON validated against the format's model (annotate/trace/schema.py): records as
+    `LineRecord`s, every other block checked in place; one-line UserError otherwise."""
     jpath = trace_json(path)
     if not jpath.is_file():
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
-    payload = codec.read_json(jpath, fix=validate.TRACE_FIX)
+    payload = codec.read_json(jpath, fix=TRACE_FIX)
     if not isinstance(payload, dict) or payload.get("format") != TRACE_FORMAT:
         got = payload.get("format") if isinstance(payload, dict) else None
-        raise UserError(f"{jpath}: not an annotate trace (format is {got!r}); {validate.TRACE_FIX}")
+        raise UserError(f"{jpath}: not an annotate trace (format is {got!r}); {TRACE_FIX}")
     if payload.get("version") not in READABLE:
         raise UserError(f"{jpath}: trace format version {payload.get('version')!r}, this annotate reads version "
-                        f"{VERSION}; {validate.TRACE_FIX}")
+                        f"{VERSION}; {TRACE_FIX}")
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
     if missing:   # all the top-level blocks named at once (check_payload would name the first field it lacks)
-        raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); {validate.TRACE_FIX}")
-    validate.check_payload(payload, jpath)   # every field _record and _var read has its type from here on
-    return payload
+        raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); {TRACE_FIX}")
+    return schema.check_payload(payload, jpath)   # every field the site reads has its type from here on
 
 
 def load_trace(path: Path | str, source_root: Path | str | None = None,
@@ -259,9 +182,9 @@ def load_trace(path: Path | str, source_root: Path | str | None = None,
     `today` (path -> bytes of `vendor/nano-vllm`'s files, when the caller read them already) saves re-reading them."""
     path = Path(path)
     payload = read_payload(path)
-    records = [_record(r) for r in payload["records"]]
+    records = payload["records"]
     root = path if path.is_dir() else path.parent
-    validate.check_tensors(root, payload, TENSORS_NAME)
+    validate.check_tensors(root, records, TENSORS_NAME)
     functions, summary = payload.get("functions", []), payload.get("summary", {})
     where = Path(source_root) if source_root is not None else (
         placement.find_source_root(root.resolve()) or placement.find_source_root(Path.cwd()))
@@ -348,12 +271,11 @@ def write_trace(out: Path, payload: dict[str, Any], tensors: dict[str, Any] | No
     check_out(out, force)
     with replace_dir(out) as staged:
         if tensors:
-            from safetensors.torch import save_file
-
-            save_file({k: v.contiguous() for k, v in tensors.items()}, str(staged / TENSORS_NAME))
+            save_tensors(staged / TENSORS_NAME, {k: v.contiguous() for k, v in tensors.items()}, f"--out {out}",
+                         "the previous trace, if any, is kept")
         body = json.dumps({"format": TRACE_FORMAT, "version": VERSION, **payload}, ensure_ascii=False,
                           separators=(",", ":"), allow_nan=True)
-        validate.check_payload(json.loads(body), staged / JSON_NAME)  # the writer obeys the reader's model
+        schema.check_payload(json.loads(body), staged / JSON_NAME)  # the writer obeys the reader's model
         (staged / JSON_NAME).write_text(body, encoding="utf-8")
     return out
 

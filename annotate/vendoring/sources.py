@@ -15,7 +15,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Callable, Iterable
 
 from annotate.errors import UserError
 from annotate.vendoring.lock import Source
@@ -115,7 +115,20 @@ def _read_wheel(wheel: Path, want: Callable[[str], bool]) -> dict[str, bytes]:
                 raise UserError(f"{wheel}: member {info.filename!r} does not hold its recorded {info.file_size} "
                                 "bytes; refusing the archive")
             files[name] = data
+    check_layout(files, wheel)
     return files
+
+
+def check_layout(names: Iterable[str], archive: Path | str) -> None:
+    """Refuse members where one's path is a folder of another's (`a.py` and `a.py/b.py`): no folder holds
+    both, and staging would meet a file where it needs a folder."""
+    taken = set(names)
+    for name in sorted(taken):
+        parts = name.split("/")
+        for i in range(1, len(parts)):
+            if (folder := "/".join(parts[:i])) in taken:
+                raise UserError(f"{archive}: member {folder!r} is a file, and member {name!r} needs it to be a folder; "
+                                "refusing the archive")
 
 
 def _zip_is_link(info: zipfile.ZipInfo) -> bool:
