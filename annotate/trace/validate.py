@@ -84,6 +84,13 @@ def _record(value: Any, at: codec.At) -> dict[str, Any]:
     return rec
 
 
+#: format 3, a --tp run: ranks 1…N−1, each with its records (rank 0's are `records`) …
+_RANK = _item(rank=lambda v, a: _int(v, a, 1), records=codec.list_of(_record))
+#: … and the identification of its shards, partial sums and post-all_reduce values
+_PARALLEL = _item(tp=(lambda v, a: _int(v, a, 1), 1), shards=(codec.list_of(codec.obj), []),
+                  sums=(codec.list_of(codec.obj), []), vs_tp1=(codec.list_of(codec.obj), []), bytes=(codec.obj, {}))
+
+
 def _meta(value: Any, at: codec.At) -> dict[str, Any]:
     meta = codec.obj(value, at)
     for key in ("device", "device_name", "dtype", "created", "attention"):
@@ -118,6 +125,8 @@ def check_payload(payload: dict[str, Any], path: Path) -> None:
                         ("flags", codec.obj)):
         codec.field(payload, key, at, codec.list_of(decode), [])
     codec.field(payload, "summary", at, codec.obj, {})
+    codec.field(payload, "ranks", at, codec.list_of(_RANK), [])
+    codec.field(payload, "parallel", at, _PARALLEL, {})
 
 
 def non_finite(trace: Any) -> str | None:
@@ -144,12 +153,20 @@ def check_tensors(folder: Path, payload: dict[str, Any], name: str) -> None:
             shapes = {key: list(handle.get_slice(key).get_shape()) for key in handle.keys()}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise UserError(f"{path}: truncated or not safetensors ({str(exc).splitlines()[0][:80]}); {TRACE_FIX}") from None
-    for i, rec in enumerate(payload["records"]):
+    blocks = [("$.records", payload["records"])] + [
+        (f"$.ranks[{n}].records", b["records"]) for n, b in enumerate(payload.get("ranks", []))]
+    for block, records in blocks:
+        _check_keys(path, block, records, shapes)
+
+
+def _check_keys(path: Path, block: str, records: list[dict[str, Any]], shapes: dict[str, list[int]]) -> None:
+    """Every `tensor` key of the variables of ``records`` is in the file with its shape."""
+    for i, rec in enumerate(records):
         for j, var in enumerate(rec["vars"]):
             key = var.get("tensor")
             if key is None:
                 continue
-            where = f"{path}: tensor {key!r} ($.records[{i}].vars[{j}])"
+            where = f"{path}: tensor {key!r} ({block}[{i}].vars[{j}])"
             if key not in shapes:
                 raise UserError(f"{where}: missing from the file; {TRACE_FIX}")
             if shapes[key] != var["shape"]:
