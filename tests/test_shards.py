@@ -81,7 +81,7 @@ def test_bytes_per_token_match_the_trace(tiny_trace_tp2) -> None:
 def test_slices_and_bytes_from_the_config() -> None:
     s = Shape.of({"num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 1024,
                   "intermediate_size": 3072, "vocab_size": 151936}, 2)
-    assert s.span("inter", 1) == (1536, 3072) and s.span("heads", 1) == (1024, 2048)
+    assert s.span("inter", 1) == (1536, 3072) and s.span("heads", 1) == (1024, 2048)   # elements: 8 heads × 128
     assert bytes_per_token({"hidden_size": 1024, "num_hidden_layers": 28}, 2, 2)["per_layer"] == 4096
 
 

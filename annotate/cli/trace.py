@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         from annotate.trace.parallel import run_parallel_trace
 
         result = run_parallel_trace(req, progress)
+        if result is None:   # a rank other than 0 under torchrun: rank 0 reports
+            return 0
     else:
         result = run_trace(req, progress)
     if result.skipped:

@@ -82,11 +82,37 @@ def rendezvous(opts: TraceOptions) -> Rendezvous:
     return Rendezvous(backend, opts.init_method, opts.tp)
 
 
-def run_parallel_trace(req: Any, progress: Progress) -> Any:
-    """`annotate trace --tp N`: the pipeline's checks and output lock, then :func:`launch`."""
-    from annotate.trace import pipeline
+def torchrun_rank() -> tuple[int, int] | None:
+    """(rank, world size) when this process was started by `torchrun` (its RANK / WORLD_SIZE), else None."""
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    if rank is None or world is None or not (rank.isdigit() and world.isdigit()):
+        return None
+    return int(rank), int(world)
 
+
+def run_parallel_trace(req: Any, progress: Progress) -> Any:
+    """`annotate trace --tp N`: the pipeline's checks and output lock, then :func:`launch`. Under
+    `torchrun`, a rank other than 0 writes nothing: it joins, records and hands its records over."""
+    from annotate.trace import pipeline
+    from annotate.trace.options import check_options
+
+    check_options(req.options)
+    ran = torchrun_rank()
+    if ran is not None:
+        rank, world = ran
+        if world != req.options.tp:
+            raise UserError(f"--tp {req.options.tp}: torchrun started {world} processes (WORLD_SIZE); "
+                            f"pass --tp {world} or --nproc-per-node/--nnodes that make {req.options.tp}")
+        if rank != 0:
+            opts = dataclasses.replace(req.options, layers=pipeline.effective_layers(req.options))
+            run_rank(rank, _env_rendezvous(opts), req, opts, Path(), {}, {}, Path(), True)
+            return None
     return pipeline.run_trace(req, progress, launch)
+
+
+def _env_rendezvous(opts: TraceOptions) -> Rendezvous:
+    """torchrun's rendezvous: MASTER_ADDR / MASTER_PORT from the environment."""
+    return Rendezvous("nccl" if opts.device == "cuda" else "gloo", "env://", opts.tp)
 
 
 def launch(req: Any, opts: TraceOptions, out: Path, key: dict[str, Any], facts: dict[str, Any],
@@ -98,6 +124,10 @@ def launch(req: Any, opts: TraceOptions, out: Path, key: dict[str, Any], facts: 
 
     runtime.resolve_model(opts)   # --tp against heads, kv-heads, F, vocabulary: before any process starts
     runtime.check_device(opts.device)
+    if torchrun_rank() is not None:   # torchrun started this process as rank 0: no ranks to start
+        with progress.step("ranks", f"rank 0 of {opts.tp} (torchrun): build, compile, record, identify, write"):
+            run_rank(0, _env_rendezvous(opts), req, opts, out, key, facts, Path(), progress.quiet)
+        return pipeline.TraceResult(out, False, store.read_payload(out), dict(progress.timings))
     runtime.check_ranks(opts.tp, opts.device)
     rv = rendezvous(opts)
     progress.say(f"[tp] {opts.tp} ranks, {rv.backend}, rendezvous {rv.init_method}")
@@ -200,15 +230,14 @@ def run_rank(rank: int, rv: Rendezvous, req: Any, opts: TraceOptions, out: Path,
     join_group(rank, rv, opts.device)
     progress = Progress(quiet=quiet or rank != 0)
     if rank == 0:
-        hooks = pipeline.RankHooks(gathered=lambda: gather(work, rv.world), extend=Extension(opts).extend)
+        hooks = pipeline.RankHooks(gathered=lambda: gather(rv.world), extend=Extension(opts).extend)
         pipeline._run_locked(req, opts, out, key, facts, progress, hooks)
     else:
-        record_rank(rank, opts, work)
+        record_rank(rank, opts)
 
 
-def record_rank(rank: int, opts: TraceOptions, work: Path) -> None:
-    """A rank other than 0: build, compile, record one prefill, save the records for rank 0, leave."""
-    import torch
+def record_rank(rank: int, opts: TraceOptions) -> None:
+    """A rank other than 0: build, compile, record one prefill, hand the records to rank 0, leave."""
     import torch.distributed as dist
 
     from annotate.trace import runtime
@@ -225,22 +254,21 @@ def record_rank(rank: int, opts: TraceOptions, work: Path) -> None:
         for r in rec.records:
             for v in r.vars:
                 v.tensor = v.tensor.cpu()
-        torch.save(rec.records, work / f"rank{rank}.pt")
-        dist.barrier()   # rank 0 reads the files after this
+        dist.gather_object(rec.records, None, dst=0)   # through the group: ranks may be on other machines
     finally:
         rt.close()
     dist.destroy_process_group()
 
 
-def gather(work: Path, world: int) -> list[Any]:
-    """Rank 0, right after its recorded prefill: wait for the others' records, load them, close the group."""
-    import torch
+def gather(world: int) -> list[Any]:
+    """Rank 0, right after its recorded prefill: the other ranks' records (through the group), then
+    the group closes."""
     import torch.distributed as dist
 
-    dist.barrier()
-    ranks = [torch.load(work / f"rank{r}.pt", weights_only=False) for r in range(1, world)]
+    got: list[Any] = [None] * world
+    dist.gather_object(None, got, dst=0)
     dist.destroy_process_group()
-    return ranks
+    return got[1:]
 
 
 class Extension:

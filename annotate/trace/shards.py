@@ -201,14 +201,18 @@ def _embed_partials(hf: HFInner, s: Shape, ids: torch.Tensor) -> list[torch.Tens
     return out
 
 
-def _shard(rank: int, layer: int | None, what: str, value: torch.Tensor | None, slices: list[torch.Tensor],
-           span: tuple[int, int] | None, unit: str) -> dict[str, Any] | None:
+def _shard(rank: int, layer: int | None, what: str, where: tuple[str, str, str], value: torch.Tensor | None,
+           slices: list[torch.Tensor], s: Shape, kind: str) -> dict[str, Any] | None:
+    """One shard's identification, and where it was recorded (function, module, variable) with its
+    slice in the split dimension's own units (head, F column, token id), for pages to label."""
     if value is None:
         return None
     found = identify_slice(value.reshape(value.shape[0], -1), slices)
-    return {"rank": rank, "layer": layer, "what": what, "shape": list(value.shape), "slice": found["slice"],
-            "expected_slice": rank, "span": list(span) if span else None, "unit": unit,
-            "distances": found["distances"]}
+    per = getattr(s, kind) // s.tp
+    function, module, var = where
+    return {"rank": rank, "layer": layer, "what": what, "function": function, "module": module, "var": var,
+            "shape": list(value.shape), "slice": found["slice"], "expected_slice": rank, "split": kind,
+            "first": rank * per, "last": (rank + 1) * per - 1, "distances": found["distances"]}
 
 
 def rank_shards(rank: int, records: list[RawRecord], hf: HFInner, s: Shape, layers: int,
@@ -222,21 +226,21 @@ def rank_shards(rank: int, records: list[RawRecord], hf: HFInner, s: Shape, laye
 
     for n in range(layers):
         attn, mlp = f"model.layers.{n}.self_attn", f"model.layers.{n}.mlp"
-        out.append(_shard(rank, n, "qkv", _find(records, "Qwen3Attention.forward", attn, "qkv"),
-                          _qkv_slices(hf, s, n), s.span("heads", rank), "heads"))
+        at, ml, row = "Qwen3Attention.forward", "Qwen3MLP.forward", "RowParallelLinear.forward"
         o_in, o_part = _row_partials(hf, s, n, "self_attn.o_proj", "heads")
-        out.append(_shard(rank, n, "o", _find(records, "Qwen3Attention.forward", attn, "o"), o_in,
-                          s.span("heads", rank), "heads"))
-        out.append(_shard(rank, n, "o_proj partial", partial_and_full(records, f"{attn}.o_proj")[0], o_part,
-                          s.span("heads", rank), "heads"))
-        out.append(_shard(rank, n, "gate_up", _find(records, "Qwen3MLP.forward", mlp, "gate_up"),
-                          _gate_up_slices(hf, s, n), s.span("inter", rank), "F"))
         d_in, d_part = _row_partials(hf, s, n, "mlp.down_proj", "inter")
-        out.append(_shard(rank, n, "act", _find(records, "Qwen3MLP.forward", mlp, "x", act), d_in, s.span("inter", rank), "F"))
-        out.append(_shard(rank, n, "down_proj partial", partial_and_full(records, f"{mlp}.down_proj")[0], d_part,
-                          s.span("inter", rank), "F"))
-    out.append(_shard(rank, None, "embed partial", partial_and_full(records, "model.embed_tokens")[0],
-                      _embed_partials(hf, s, ids), s.span("vocab", rank), "vocab"))
+        out += [
+            _shard(rank, n, "qkv", (at, attn, "qkv"), _find(records, at, attn, "qkv"), _qkv_slices(hf, s, n), s, "heads"),
+            _shard(rank, n, "o", (at, attn, "o"), _find(records, at, attn, "o"), o_in, s, "heads"),
+            _shard(rank, n, "o_proj partial", (row, f"{attn}.o_proj", "y"),
+                   partial_and_full(records, f"{attn}.o_proj")[0], o_part, s, "heads"),
+            _shard(rank, n, "gate_up", (ml, mlp, "gate_up"), _find(records, ml, mlp, "gate_up"),
+                   _gate_up_slices(hf, s, n), s, "inter"),
+            _shard(rank, n, "act", (ml, mlp, "x"), _find(records, ml, mlp, "x", act), d_in, s, "inter"),
+            _shard(rank, n, "down_proj partial", (row, f"{mlp}.down_proj", "y"),
+                   partial_and_full(records, f"{mlp}.down_proj")[0], d_part, s, "inter")]
+    out.append(_shard(rank, None, "embed partial", ("VocabParallelEmbedding.forward", "model.embed_tokens", "y"),
+                      partial_and_full(records, "model.embed_tokens")[0], _embed_partials(hf, s, ids), s, "vocab"))
     return [x for x in out if x is not None]
 
 
