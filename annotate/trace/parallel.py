@@ -230,7 +230,7 @@ def run_rank(rank: int, rv: Rendezvous, req: Any, opts: TraceOptions, out: Path,
     join_group(rank, rv, opts.device)
     progress = Progress(quiet=quiet or rank != 0)
     if rank == 0:
-        hooks = pipeline.RankHooks(gathered=lambda: gather(rv.world), extend=Extension(opts).extend)
+        hooks = pipeline.RankHooks(gathered=lambda: gather(rv.world), extend=Extension(opts, progress).extend)
         pipeline._run_locked(req, opts, out, key, facts, progress, hooks)
     else:
         record_rank(rank, opts)
@@ -274,8 +274,8 @@ def gather(world: int) -> list[Any]:
 class Extension:
     """Rank 0's additions to the payload: the other ranks' records, the --tp 1 comparison, the shards."""
 
-    def __init__(self, opts: TraceOptions) -> None:
-        self.opts = opts
+    def __init__(self, opts: TraceOptions, progress: Progress) -> None:
+        self.opts, self.progress = opts, progress
 
     def extend(self, payload: dict[str, Any], tensors: dict[str, Any], rec: Any, rt: Any, ref: Any,
                ranks: list[Any]) -> None:
@@ -286,10 +286,11 @@ class Extension:
 
         opts, save = self.opts, bool(payload["meta"]["tensors_saved"])
         layers = int(rt.config["num_hidden_layers"])
-        one = tp1_records(opts)
-        hf = shards.hf_inner(rt.checkpoint, layers, rt.dtype, rt.input_ids)
+        with self.progress.step("tp1", "the same prefill on one rank (--tp 1), recorded, for the post-all_reduce values"):
+            one = tp1_records(opts)
+        with self.progress.step("hf slices", "HF's projections, whose slices the shards are compared with"):
+            hf = shards.hf_inner(rt.checkpoint, layers, rt.dtype, rt.input_ids)
         every = [rec.records, *ranks]
-        shape = shards.Shape.of(rt.config, opts.tp)
         ident = Identifier(ref)
         others = []
         for r, raws in enumerate(ranks, start=1):
@@ -298,7 +299,15 @@ class Extension:
             others.append({"rank": r, "records": records})
         elem = torch.finfo(rt.dtype).bits // 8
         payload["ranks"] = others
-        payload["parallel"] = {
+        with self.progress.step("shards", "identifying every rank's shards, partial sums and reduced values"):
+            payload["parallel"] = self._parallel(rec, rt, ref, every, one, hf, layers, elem)
+
+    def _parallel(self, rec: Any, rt: Any, ref: Any, every: list[Any], one: list[Any], hf: Any, layers: int,
+                  elem: int) -> dict[str, Any]:
+        from annotate.trace import shards
+
+        opts, shape = self.opts, shards.Shape.of(rt.config, self.opts.tp)
+        return {
             "tp": opts.tp, "backend": "nccl" if opts.device == "cuda" else "gloo",
             "shards": [s for r, raws in enumerate(every)
                        for s in shards.rank_shards(r, raws, hf, shape, layers, rt.input_ids.cpu())],
