@@ -36,11 +36,13 @@ vendor: install
 
 ## trace: the default bf16 trace (traces/cpu) the panels show, with its tensors (35 MB, git-ignored: the
 ## diagrams page draws one recorded token at H = 1024 from them), a float32 one (the aliasing hazard on the
-## numerics page) and a tiny bf16 one with full tensors (element-wise numerics); each re-runs only when stale
+## numerics page), a tiny bf16 one with full tensors (element-wise numerics) and the tiny one on 2 tensor-parallel
+## ranks (gloo, 2 processes: the 张量并行 page and the rank switch); each re-runs only when stale
 trace: install vendor
 	$(BIN)/annotate trace --out $(TRACE) --full-tensors --if-stale
 	$(BIN)/annotate trace --dtype float32 --if-stale
 	$(BIN)/annotate trace --preset tiny --if-stale
+	$(BIN)/annotate trace --preset tiny --tp 2 --full-tensors --if-stale
 
 build: install vendor
 	$(BIN)/annotate build

@@ -65,3 +65,9 @@ def tiny_trace(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
 def tiny_trace_f32(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
     """The same run in float32, where nano-vllm's add_rms_forward aliases residual and x."""
     return _trace(tmp_path_factory, "cpu-f32-tiny", "--dtype", "float32")
+
+
+@pytest.fixture(scope="session")
+def tiny_trace_tp2(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
+    """The tiny preset on 2 tensor-parallel ranks (gloo, 2 processes), every tensor kept."""
+    return _trace(tmp_path_factory, "cpu-bf16-tiny-tp2", "--tp", "2", "--full-tensors")

@@ -138,7 +138,7 @@ def test_a_cpu_trace_from_another_pin_is_still_refused_by_the_strict_build(tmp_p
 def test_a_recorded_trace_holds_no_source_text(tiny_trace) -> None:
     """The real writer: no `text` in records, statements or flow rows; line hashes of every traced file."""
     payload = json.loads((tiny_trace.out / "trace.json").read_text(encoding="utf-8"))
-    assert payload["version"] == VERSION == 2
+    assert payload["version"] == VERSION == 3
     assert all("text" not in r for r in payload["records"])
     assert all("text" not in st for f in payload["functions"] for st in f["statements"])
     assert all("text" not in row for row in payload["summary"]["flow"])

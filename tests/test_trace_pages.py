@@ -8,7 +8,7 @@ from values_fixtures import mini_set, repo_files, repo_sources
 
 def test_pages_and_plots_from_the_default_trace() -> None:
     out = trace_pages(mini_set("bf16", "f32"), repo_sources(), repo_files())
-    assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md"}
+    assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md", "trace/tp.md"}
     assert set(out.files) == {NORMS_SVG, HF_SVG}
     index = out.pages[INDEX]
     assert '<svg class="an-flow"' in index and 'src="norms.svg"' in index and 'src="hf-diff.svg"' in index
@@ -19,5 +19,5 @@ def test_pages_and_plots_from_the_default_trace() -> None:
 
 def test_without_traces_every_page_says_how_to_record_one() -> None:
     out = trace_pages(TraceSet(), repo_sources(), repo_files())
-    assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md"} and not out.files
+    assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md", "trace/tp.md"} and not out.files
     assert all("`annotate trace`" in text for text in out.pages.values())

@@ -41,6 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=_DEFAULT.dtype, choices=DTYPE_NAMES)
     p.add_argument("--device", default=_DEFAULT.device, choices=DEVICES)
     p.add_argument("--seed", type=int, default=_DEFAULT.seed, help="seed of the random weights and token ids")
+    p.add_argument("--tp", type=int, default=_DEFAULT.tp,
+                   help="tensor-parallel ranks on torch.distributed (gloo on CPU, NCCL on GPUs); every rank is recorded")
+    p.add_argument("--init-method", default=_DEFAULT.init_method,
+                   help="rendezvous of the --tp ranks (any torch.distributed init method: tcp://HOST:PORT, "
+                        "file:///PATH, env:// under torchrun; default tcp://127.0.0.1:<free port>)")
     p.add_argument("--out", type=Path, help="trace directory to write (default: see below)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--if-stale", action="store_true", help="do nothing when --out already holds a trace of the same inputs")
@@ -57,9 +62,18 @@ def run(args: argparse.Namespace) -> int:
     root = Path(args.root)
     out = args.out if args.out is None or args.out.is_absolute() else root / args.out
     opts = TraceOptions(preset=args.preset, layers=args.layers, tokens=args.tokens, prompt=args.prompt,
-                        model=args.model, dtype=args.dtype, device=args.device, seed=args.seed, root=root)
+                        model=args.model, dtype=args.dtype, device=args.device, seed=args.seed, root=root,
+                        tp=args.tp, init_method=args.init_method)
     progress = Progress(quiet=args.quiet)
-    result = run_trace(TraceRequest(opts, out, args.force, args.full_tensors, args.if_stale), progress)
+    req = TraceRequest(opts, out, args.force, args.full_tensors, args.if_stale)
+    if opts.tp > 1:
+        from annotate.trace.parallel import run_parallel_trace
+
+        result = run_parallel_trace(req, progress)
+        if result is None:   # a rank other than 0 under torchrun: rank 0 reports
+            return 0
+    else:
+        result = run_trace(req, progress)
     if result.skipped:
         return 0
     print(render(result.payload, str(result.out), root))

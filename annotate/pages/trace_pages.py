@@ -11,7 +11,7 @@ from typing import Mapping
 
 from annotate.links import FileFacts, page_url
 from annotate.source import SourceFile
-from annotate.pages import flow, kernels_page, numerics_page, plots
+from annotate.pages import flow, kernels_page, numerics_page, plots, tp_page
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, value_url
 
@@ -45,12 +45,14 @@ def trace_pages(traces: TraceSet, sources: Mapping[str, SourceFile], files: Mapp
         for uri, title in ((INDEX, "运行轨迹 Trace"), (kernels_page.KERNELS_URI, "融合内核 Fused kernels"),
                            (numerics_page.NUMERICS_URI, "数值 Numerics")):
             out.pages[uri] = _empty(traces, title)
+        out.pages[tp_page.TP_URI] = tp_page.render(traces, _href(tp_page.TP_URI))
         return out
     out.files[NORMS_SVG] = plots.norms_svg(view.trace)
     out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
     out.pages[INDEX] = overview(view, traces)
     out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI))
     out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), files)
+    out.pages[tp_page.TP_URI] = tp_page.render(traces, _href(tp_page.TP_URI))
     return out
 
 

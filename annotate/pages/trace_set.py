@@ -65,7 +65,8 @@ class TraceView:
         model = self.trace.meta["model"]
         extra = "" if model["name"] == "qwen3-0.6b" else f" · {model['name']}"
         name = f" ({self.trace.meta['device_name']})" if self.device != "cpu" else ""
-        return f"{dev} · {self.dtype}{extra}{name}"
+        tp = f" · TP={self.trace.tp}" if self.trace.tp > 1 else ""
+        return f"{dev} · {self.dtype}{extra}{tp}{name}"
 
     @property
     def placed(self) -> bool:
@@ -207,8 +208,8 @@ def review_traces(traces: TraceSet, strict: bool) -> TraceReview:
 
 
 def _order(view: TraceView) -> tuple:
-    """Default trace first, then CPU before GPU, bfloat16 before the others, then by key."""
-    return (view.key != DEFAULT_KEY, view.device != "cpu", view.dtype != "bfloat16", view.key)
+    """Default trace first, one-rank traces before --tp ones, then CPU before GPU, bfloat16 before the others, then by key."""
+    return (view.key != DEFAULT_KEY, view.trace.tp > 1, view.device != "cpu", view.dtype != "bfloat16", view.key)
 
 
 def load_traces(root: Path, upstream_commit: str | None, today: Mapping[str, bytes] | None = None) -> TraceSet:

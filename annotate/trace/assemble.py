@@ -39,8 +39,8 @@ def _own(t: torch.Tensor) -> torch.Tensor:
 class _PerCopy:
     """Summary, identity and tensor key worked out once per distinct copy, and who held it first."""
 
-    def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor]) -> None:
-        self.ident, self.save, self.tensors = ident, save, tensors
+    def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor], prefix: str = "") -> None:
+        self.ident, self.save, self.tensors, self.prefix = ident, save, tensors, prefix
         self._done: dict[int, tuple[Any, dict[str, Any], str | None, dict[str, Any]]] = {}
 
     def __call__(self, rid: int, raw: Any) -> tuple[Any, dict[str, Any], str | None, dict[str, Any]]:
@@ -48,7 +48,7 @@ class _PerCopy:
         if hit is None:
             key = None
             if self.save:   # the first record that holds this copy names it; later ones point to it
-                key = f"r{rid}/{raw.name}"
+                key = f"{self.prefix}r{rid}/{raw.name}"
                 self.tensors[key] = _own(raw.tensor.cpu())
             hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self.ident.identify(raw.tensor)), key,
                                                 {"record": rid, "var": raw.name})
@@ -70,10 +70,17 @@ def _var_payload(rid: int, raw: Any, done: tuple[Any, dict[str, Any], str | None
 def records_payload(rec: Recorder, ident: Identifier, save: bool) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
     """Every record with summaries and identities; full tensors into `tensors` when `save` (one
     entry per distinct copy: variables that share a copy share its key)."""
+    return raw_records_payload(rec.records, ident, save)
+
+
+def raw_records_payload(raws: list[RawRecord], ident: Identifier, save: bool,
+                        prefix: str = "") -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+    """:func:`records_payload` of records recorded elsewhere (another rank of a --tp run); tensor
+    keys start with ``prefix`` (`rank1/`) so that every rank's tensors share one file."""
     tensors: dict[str, torch.Tensor] = {}
-    per_copy = _PerCopy(ident, save, tensors)
+    per_copy = _PerCopy(ident, save, tensors, prefix)
     out = []
-    for rid, r in enumerate(rec.records):
+    for rid, r in enumerate(raws):
         vars_ = [_var_payload(rid, v, per_copy(rid, v), r.aliases) for v in r.vars]
         out.append({"id": rid, "function": r.function, "file": r.file, "line": r.line, "end_line": r.end_line,
                     "kind": r.kind, "source": r.source, "layer": r.layer, "module": r.module, "call": r.call,

@@ -76,6 +76,10 @@ class TraceOptions:
     device: str = "cpu"
     seed: int = 0
     root: Path = Path(".")
+    #: tensor-parallel ranks (1: one process, as before; N > 1: `annotate.trace.parallel`)
+    tp: int = 1
+    #: the torch.distributed rendezvous of a --tp run (None: 127.0.0.1 on a free port)
+    init_method: str | None = None
 
 
 #: the defaults of every option (a preset trace: its depth and length come from the preset)
@@ -90,5 +94,19 @@ def check_options(opts: TraceOptions) -> None:
         raise UserError(f"--tokens {opts.tokens}: need at least 1 token")
     if not 0 <= opts.seed <= MAX_SEED:
         raise UserError(f"--seed {opts.seed}: out of range; pass a whole number from 0 to {MAX_SEED}")
+    if opts.tp < 1:
+        raise UserError(f"--tp {opts.tp}: need at least 1 rank")
+    if opts.init_method is not None and opts.tp == 1:
+        raise UserError("--init-method: only a --tp run (2 or more ranks) has a rendezvous; pass --tp N or drop it")
     if opts.model is None and opts.preset not in PRESETS:
         raise UserError(f"--preset {opts.preset}: unknown preset; use one of {', '.join(PRESETS)}")
+
+
+def tp_divides(tp: int, sizes: dict[str, int]) -> None:
+    """Refuse a --tp that does not divide one of the sharded sizes (one line naming which).
+
+    ``sizes``: what nano-vllm splits across ranks, by the name a reader knows (heads, kv-heads, F,
+    vocabulary); its constructors `assert` the same divisibility, which would be a traceback."""
+    for what, n in sizes.items():
+        if n % tp:
+            raise UserError(f"--tp {tp}: does not divide {what} ({n}); pass a --tp that divides it")

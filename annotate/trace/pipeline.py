@@ -39,6 +39,17 @@ class TraceRequest:
 
 
 @dataclass
+class RankHooks:
+    """What a --tp run adds to rank 0's pipeline (`annotate.trace.parallel` fills it in; this module
+    knows nothing of processes): ``gathered`` runs right after the recorded prefill (the other ranks
+    wait for it: their records arrive, the group closes); ``extend`` adds the per-rank payload before
+    the write (payload, tensors, rank 0's recorder, the runtime, the peer, the other ranks' records)."""
+
+    gathered: Callable[[], Any]
+    extend: Callable[[dict[str, Any], dict[str, torch.Tensor], Recorder, runtime.Runtime, Any, Any], None]
+
+
+@dataclass
 class TraceResult:
     """What the CLI reports."""
 
@@ -63,8 +74,9 @@ def default_out(opts: TraceOptions, root: Path) -> Path:
     plain = (opts.model is None and opts.preset == default.preset and opts.dtype == default.dtype
              and opts.prompt is None and opts.layers in (None, effective_layers(default))
              and tokens == default_tokens(opts))
+    suffix = f"-tp{opts.tp}" if opts.tp > 1 else ""
     if plain:
-        return base / opts.device
+        return base / f"{opts.device}{suffix}"
     name = opts.model.name if opts.model is not None else opts.preset
     layers = effective_layers(opts)
     if layers is None and opts.model is not None:
@@ -73,7 +85,7 @@ def default_out(opts: TraceOptions, root: Path) -> Path:
         except (OSError, ValueError, KeyError, TypeError):
             layers = None  # validated (with a proper message) when the run starts
     length = "prompt" if opts.prompt is not None else f"{tokens}T"
-    return base / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}"
+    return base / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}{suffix}"
 
 
 def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
@@ -90,15 +102,21 @@ def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
             "model_config_sha256": model_cfg, "layers": effective_layers(o), "tokens": o.tokens, "prompt": o.prompt,
             "dtype": o.dtype, "device": o.device, "seed": o.seed, "full_tensors": req.full_tensors,
             "vendor_files": hashlib.sha256(repr(sorted(facts["files"].items())).encode()).hexdigest(),
-            "tool": provenance.tool_hash(), "torch": torch.__version__, "format": store.VERSION}
+            "tool": provenance.tool_hash(), "torch": torch.__version__, "format": store.VERSION,
+            **({"tp": o.tp} if o.tp > 1 else {})}
 
 
 def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: after[k] - before.get(k, 0) for k in after}
 
 
-def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
-    """Run one trace and write it; skip when --if-stale finds an up-to-date one."""
+#: runs a --tp trace's ranks once the output is locked: (request, options, out, inputs key, vendor facts, progress)
+Launch = Callable[[TraceRequest, TraceOptions, Path, dict[str, Any], dict[str, Any], Progress], TraceResult]
+
+
+def run_trace(req: TraceRequest, progress: Progress, launch: Launch | None = None) -> TraceResult:
+    """Run one trace and write it; skip when --if-stale finds an up-to-date one. A --tp run needs
+    ``launch`` (`annotate.trace.parallel.run_parallel_trace` passes it): it starts the ranks."""
     check_options(req.options)  # bad values are refused before anything is locked or written
     root = req.options.root
     opts = dataclasses.replace(req.options, layers=effective_layers(req.options))
@@ -117,24 +135,32 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
         store.check_out(out, req.force or (req.if_stale and (out / store.JSON_NAME).is_file()), root)
         internals.require()
         sourcemap.require_parser()   # the recorder maps lines to statements with tree-sitter
+        if opts.tp > 1:
+            if launch is None:
+                raise UserError(f"--tp {opts.tp}: a tensor-parallel run starts its ranks through "
+                                "`annotate trace --tp N`; call annotate.trace.parallel.run_parallel_trace")
+            return launch(req, opts, out, key, facts, progress)
         return _run_locked(req, opts, out, key, facts, progress)
 
 
 def _run_locked(req: TraceRequest, opts: TraceOptions, out: Path, key: dict[str, Any],
-                facts: dict[str, Any], progress: Progress) -> TraceResult:
+                facts: dict[str, Any], progress: Progress, hooks: RankHooks | None = None) -> TraceResult:
+    """Build, trace and write (the output already locked by the caller: this process, or the
+    launcher of a --tp run whose rank 0 runs this with ``hooks``)."""
     with interrupts.watched() as interrupted:  # a Ctrl-C swallowed inside torch.compile still stops the run
         capture = kernels.capture()
         with progress.step("build", "writing the checkpoint and building the vendored model"):
             rt = runtime.build_runtime(opts)
         try:
-            return _traced(req, opts, rt, out, key, facts, capture, progress, interrupted)
+            return _traced(req, opts, rt, out, key, facts, capture, progress, interrupted, hooks)
         finally:
             rt.close()
 
 
 def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Path,
             key: dict[str, Any], facts: dict[str, Any], capture: kernels.KernelCapture,
-            progress: Progress, interrupted: Callable[[], None] = lambda: None) -> TraceResult:
+            progress: Progress, interrupted: Callable[[], None] = lambda: None,
+            hooks: RankHooks | None = None) -> TraceResult:
     root = opts.root
     mods = runtime.import_vendored(root, rt.device.type)
     first_module = len(capture.modules)
@@ -143,13 +169,14 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
         plain = runtime.run_prefill(rt)
     interrupted()
     compiled = _delta(internals.dynamo_counts(), before)
-    rec = Recorder(rt.model, mods, runtime.vendor_root(root))
+    rec = Recorder(rt.model, mods, runtime.vendor_root(root), parallel=opts.tp > 1)
     before = internals.dynamo_counts()
     with progress.step("record", "second prefill under the line recorder, replaying compiled bodies eagerly"):
         with rec.recording():
             traced = runtime.run_prefill(rt)
     while_recording = _delta(internals.dynamo_counts(), before)
     rec.uninstall()
+    ranks = hooks.gathered() if hooks is not None else None
     interrupted()
     layers = int(rt.config["num_hidden_layers"])
     with progress.step("reference", "HF transformers Qwen3 on the same checkpoint"):
@@ -175,6 +202,8 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
                     "compiled_vs_eager": assemble.compiled_summary(checks),
                     "flow": assemble.flow_payload(records), "hf_lines": hf_lines},
     }
+    if hooks is not None:
+        hooks.extend(payload, tensors, rec, rt, ref, ranks)
     interrupted()
     with progress.step("write", f"writing {out}"):
         payload["meta"]["timings"] = dict(progress.timings)

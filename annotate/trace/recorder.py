@@ -138,11 +138,16 @@ def unwrap_compiled(cls: type, attr: str) -> Callable:
     return orig
 
 
-def _watch_list(stmt: TracedStatement) -> tuple[tuple[str, str], ...]:
-    """(name, role) to look up after `stmt`: its targets, then `hidden_states` / `residual` when
-    it does not assign them."""
+#: the tensor-parallel forwards a --tp run also traces, and the variable each holds live: `y` is the
+#: partial sum after `F.linear` / `F.embedding` and, after `dist.all_reduce(y)` (in place), the full sum
+PARALLEL_FORWARDS = {"RowParallelLinear.forward": ("y",), "VocabParallelEmbedding.forward": ("y",)}
+
+
+def _watch_list(stmt: TracedStatement, live: tuple[str, ...] = LIVE) -> tuple[tuple[str, str], ...]:
+    """(name, role) to look up after `stmt`: its targets, then the live names (`hidden_states` /
+    `residual`) when it does not assign them."""
     bound = stmt.statement.bound_names
-    return tuple((n, "assigned") for n in bound) + tuple((n, "live") for n in LIVE if n not in bound)
+    return tuple((n, "assigned") for n in bound) + tuple((n, "live") for n in live if n not in bound)
 
 
 #: set the trace function aside while the compiled-call wrapper does its bookkeeping (see `_wrapper`)
@@ -157,10 +162,11 @@ class Recorder:
     """Records a forward of the vendored model; `install()` once, then `with recording(): …`."""
 
     def __init__(self, model: torch.nn.Module, mods: dict[str, Any], vendor_root: Path, replay: bool = True,
-                 traced: dict[str, Callable] | None = None) -> None:
+                 traced: dict[str, Callable] | None = None, parallel: bool = False) -> None:
         """``mods``: nano-vllm's vendored modules (its forwards are traced, its compiled bodies replayed).
         ``traced`` instead names the Python functions to trace in another model (HF transformers'
-        Qwen3, eager): nothing is compiled there, so nothing is wrapped or replayed."""
+        Qwen3, eager): nothing is compiled there, so nothing is wrapped or replayed. ``parallel``
+        also traces the tensor-parallel forwards (:data:`PARALLEL_FORWARDS`) where the all_reduces are."""
         self.model = model
         self.replay = replay  # False: line values only (the benchmark uses it to split the overhead)
         self.vendor_root = vendor_root
@@ -182,6 +188,9 @@ class Recorder:
                 (rope.RotaryEmbedding, "forward", "RotaryEmbedding.forward"),
             ]
             helpers = [(rope.apply_rotary_emb, "apply_rotary_emb")]   # inlined into RotaryEmbedding.forward when compiled
+            if parallel:
+                traced["RowParallelLinear.forward"] = mods["linear"].RowParallelLinear.forward
+                traced["VocabParallelEmbedding.forward"] = mods["embed_head"].VocabParallelEmbedding.forward
         self.traced: dict[CodeType, CodeInfo] = {}
         for qual, fn in traced.items():
             info = code_info(fn, qual, vendor_root)
@@ -517,7 +526,7 @@ class Recorder:
         vars_: list[tuple[str, torch.Tensor, str]] = []
         watch = self._watch.get(id(stmt))
         if watch is None or watch[0] is not stmt:   # per statement, once: this runs after every one
-            watch = self._watch[id(stmt)] = (stmt, _watch_list(stmt))
+            watch = self._watch[id(stmt)] = (stmt, _watch_list(stmt, PARALLEL_FORWARDS.get(state.info.qualname, LIVE)))
         for name, role in watch[1]:
             value = f_locals.get(name)
             if isinstance(value, torch.Tensor):

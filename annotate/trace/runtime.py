@@ -30,7 +30,7 @@ from annotate.errors import UserError
 from annotate.trace import kernels, shims
 from annotate.trace.tensorfile import save_tensors
 from annotate.trace.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
-                                    default_tokens)
+                                    default_tokens, tp_divides)
 from annotate.vendoring.lock import VENDOR_DIR
 
 #: the torch dtype of each --dtype choice (the names are options.DTYPE_NAMES)
@@ -81,7 +81,7 @@ def import_vendored(root: Path, device: str) -> dict[str, Any]:
         # store_kvcache_kernel is a Triton kernel: on CPU it can only run in the interpreter
         os.environ.setdefault("TRITON_INTERPRET", "1")
     shims.install_flash_attn()
-    from nanovllm.layers import activation, layernorm, rotary_embedding
+    from nanovllm.layers import activation, embed_head, layernorm, linear, rotary_embedding
     from nanovllm.models import qwen3
     from nanovllm.utils import context, loader
 
@@ -89,7 +89,8 @@ def import_vendored(root: Path, device: str) -> dict[str, Any]:
     if not str(loaded).startswith(vroot):
         raise UserError(f"nanovllm was imported from {loaded}, not {vroot}; uninstall that copy or run in a fresh process")
     return {"qwen3": qwen3, "layernorm": layernorm, "activation": activation,
-            "rotary": rotary_embedding, "context": context, "loader": loader}
+            "rotary": rotary_embedding, "context": context, "loader": loader, "linear": linear,
+            "embed_head": embed_head}
 
 
 def init_process_group() -> None:
@@ -104,7 +105,7 @@ def init_process_group() -> None:
 
 
 TEMP_PREFIX = "annotate-"
-_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg)-(\d+)-")
+_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg|tp)-(\d+)-")
 
 
 def sweep_temp(base: Path | None = None) -> list[Path]:
@@ -425,6 +426,40 @@ def build_model(mods: dict[str, Any], hf_config: Any, folder: Path, dtype: torch
     return model.eval(), out.getvalue().count("[loader] Warning")
 
 
+def resolve_model(opts: TraceOptions) -> tuple[dict[str, Any], int, Path | None, str]:
+    """The model's config.json (a preset's, or --model's, read and typed), its depth after --layers,
+    its checkpoint folder (None: a preset, written later) and its label; --tp checked against it."""
+    if opts.model is not None:
+        config = read_model_dir(opts.model)
+        layers = resolve_layers(opts.layers, int(config["num_hidden_layers"]), str(opts.model))
+        folder, label = opts.model, opts.model.name
+    else:
+        preset = PRESETS[opts.preset]
+        layers = resolve_layers(opts.layers, preset.num_hidden_layers, f"preset {preset.name}")
+        config = preset_config(preset, layers, opts.dtype)
+        folder, label = None, preset.name
+    tp_divides(opts.tp, tp_sizes(config))
+    return config, layers, folder, label
+
+
+def tp_sizes(config: dict[str, Any]) -> dict[str, int]:
+    """What nano-vllm shards across tensor-parallel ranks, by the name a reader knows."""
+    return {"the attention heads (num_attention_heads)": int(config["num_attention_heads"]),
+            "the kv-heads (num_key_value_heads)": int(config["num_key_value_heads"]),
+            "F (intermediate_size)": int(config["intermediate_size"]),
+            "the vocabulary (vocab_size)": int(config["vocab_size"])}
+
+
+def check_ranks(tp: int, device: str) -> None:
+    """--tp no larger than the devices there are: GPUs for cuda (one rank each), cores for cpu."""
+    if device == "cuda":
+        have, what = (torch.cuda.device_count() if torch.cuda.is_available() else 0), "CUDA devices"
+    else:
+        have, what = os.cpu_count() or 1, "CPU cores"
+    if tp > have:
+        raise UserError(f"--tp {tp}: only {have} {what} here (one rank each); pass --tp {have} or less")
+
+
 def build_runtime(opts: TraceOptions) -> Runtime:
     """Validate the options (:func:`check_options`, then against the model), write/locate the checkpoint,
     build the model, prepare the inputs."""
@@ -432,16 +467,9 @@ def build_runtime(opts: TraceOptions) -> Runtime:
     device = check_device(opts.device)
     dtype = check_dtype(device, opts.dtype)
     tmp: tempfile.TemporaryDirectory | None = None
+    config, layers, folder, label = resolve_model(opts)
     if opts.model is not None:
-        config = read_model_dir(opts.model)
-        layers = resolve_layers(opts.layers, int(config["num_hidden_layers"]), str(opts.model))
         check_weights(opts.model, config, layers)
-        folder, label = opts.model, opts.model.name
-    else:
-        preset = PRESETS[opts.preset]
-        layers = resolve_layers(opts.layers, preset.num_hidden_layers, f"preset {preset.name}")
-        config = preset_config(preset, layers, opts.dtype)
-        folder, label = None, preset.name
     tokens = resolve_tokens(opts, int(config["max_position_embeddings"]), default_tokens(opts))
     ids, source = prompt_ids(opts, int(config["vocab_size"]), tokens, opts.model)
     if len(ids) > int(config["max_position_embeddings"]):

@@ -403,6 +403,26 @@ class TraceSummaryJson(TypedDict):
 
 
 @with_config(OPEN)
+class RankJson(TypedDict):
+    """Format 3, a --tp run: the records of one rank other than 0 (rank 0's are `records`)."""
+
+    rank: Annotated[int, Field(ge=1)]
+    records: list[LineRecord]
+
+
+@with_config(OPEN)
+class ParallelJson(TypedDict):
+    """Format 3, a --tp run: the identification of shards, partial sums and post-all_reduce values
+    (annotate/trace/shards.py writes the rows; the TP page reads them)."""
+
+    tp: NotRequired[Annotated[int, Field(ge=1)]]
+    shards: NotRequired[list[dict[str, Any]]]
+    sums: NotRequired[list[dict[str, Any]]]
+    vs_tp1: NotRequired[list[dict[str, Any]]]
+    bytes: NotRequired[dict[str, Any]]
+
+
+@with_config(OPEN)
 class TraceJson(TypedDict):
     """The whole of trace.json past `format` and `version`."""
 
@@ -415,6 +435,8 @@ class TraceJson(TypedDict):
     kernels: NotRequired[list[KernelModuleJson]]
     flags: NotRequired[list[FlagJson]]
     summary: NotRequired[TraceSummaryJson]
+    ranks: NotRequired[list[RankJson]]
+    parallel: NotRequired[ParallelJson]
 
 
 _PAYLOAD: TypeAdapter[Any] = TypeAdapter(TraceJson)   # Any: the site reads the blocks as plain dicts
@@ -495,6 +517,13 @@ def _check_references(data: dict[str, Any], at: codec.At) -> None:
         here = at.key("summary").key("flow").index(i)
         _record_ref(row["record"], records, here.key("record"))
         _layer(row["layer"], layers, here.key("layer"))
+    for n, block in enumerate(data.get("ranks", [])):
+        tp = data.get("parallel", {}).get("tp", 1)
+        here = at.key("ranks").index(n)
+        if block["rank"] >= tp:
+            here.key("rank").fail(f"a rank below parallel.tp = {tp}", block["rank"])
+        for i, rec in enumerate(block["records"]):
+            _layer(rec.layer, layers, here.key("records").index(i).key("layer"))
     for i, fn in enumerate(data.get("functions", [])):
         for k, st in enumerate(fn["statements"]):
             if st["end_line"] < st["line"]:

@@ -36,9 +36,10 @@ from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
 TRACE_FORMAT = "annotate-trace"
-VERSION = 2
-#: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text ignored
-READABLE = (1, 2)
+VERSION = 3
+#: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text
+#: ignored; 2 has no `ranks` / `parallel` (one rank)
+READABLE = (1, 2, 3)
 JSON_NAME = "trace.json"
 TENSORS_NAME = "tensors.safetensors"
 BANDWIDTH_NAME = "bandwidth.json"
@@ -66,6 +67,10 @@ class Trace:
     flags: list[dict[str, Any]]
     summary: dict[str, Any]
     placement: placement.Placement | None = None   # how the records sit on today's vendored lines
+    #: a --tp run: the records of ranks 1…N−1 (rank 0's are `records`), and the identification of
+    #: shards, partial sums and post-all_reduce values (`annotate.trace.shards`); empty otherwise
+    ranks: dict[int, list[LineRecord]] = field(default_factory=dict)
+    parallel: dict[str, Any] = field(default_factory=dict)
     _index: dict[tuple[str, int], list[LineRecord]] = field(default_factory=dict, repr=False)
     _tensors: Any = field(default=None, repr=False)
 
@@ -89,6 +94,18 @@ class Trace:
         """Records of one source line in execution order; `layer=` filters (None = outside layers)."""
         recs = self._index.get((file, line), [])
         return recs if layer == "any" else [r for r in recs if r.layer == layer]
+
+    @property
+    def tp(self) -> int:
+        """How many tensor-parallel ranks recorded this trace (1 before format 3)."""
+        return int(self.parallel.get("tp", 1))
+
+    def rank_at(self, rank: int, file: str, line: int) -> list[LineRecord]:
+        """:meth:`at` for one rank of a --tp trace (rank 0: the main records)."""
+        if rank == 0:
+            return self.at(file, line)
+        return sorted((r for r in self.ranks.get(rank, []) if r.placed and r.file == file and r.line == line),
+                      key=lambda r: r.order)
 
     def layers(self) -> list[int]:
         """Decoder layers present in the run."""
@@ -184,14 +201,16 @@ def load_trace(path: Path | str, source_root: Path | str | None = None,
     payload = read_payload(path)
     records = payload["records"]
     root = path if path.is_dir() else path.parent
-    validate.check_tensors(root, records, TENSORS_NAME)
     functions, summary = payload.get("functions", []), payload.get("summary", {})
     where = Path(source_root) if source_root is not None else (
         placement.find_source_root(root.resolve()) or placement.find_source_root(Path.cwd()))
-    placed = _place(payload["vendor"], records, functions, summary, where, today)
+    ranks = {int(b["rank"]): list(b["records"]) for b in payload.get("ranks", [])}
+    validate.check_tensors(root, records, TENSORS_NAME, ranks)
+    placed = _place(payload["vendor"], records + [r for rs in ranks.values() for r in rs], functions, summary,
+                    where, today)
     return Trace(root, payload["meta"], payload["vendor"], functions, records, payload["math"],
                  payload.get("compiled_checks", []), payload.get("kernels", []), payload.get("flags", []),
-                 summary, placed)
+                 summary, placed, ranks=ranks, parallel=payload.get("parallel", {}))
 
 
 def _place(vendor: dict[str, Any], records: list[LineRecord], functions: list[dict[str, Any]],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from annotate import codec
 from annotate.errors import UserError
@@ -28,8 +28,10 @@ def non_finite(trace: Any) -> str | None:
     return None
 
 
-def check_tensors(folder: Path, records: list[LineRecord], name: str) -> None:
-    """tensors.safetensors, when there: readable, and every `tensor` key of a variable in it with its shape."""
+def check_tensors(folder: Path, records: list[LineRecord], name: str,
+                  ranks: Mapping[int, list[LineRecord]] | None = None) -> None:
+    """tensors.safetensors, when there: readable, and every `tensor` key of a variable in it with its
+    shape, for rank 0's records and, in a --tp trace, every other rank's."""
     path = folder / name
     if not path.exists():
         return
@@ -40,12 +42,19 @@ def check_tensors(folder: Path, records: list[LineRecord], name: str) -> None:
             shapes = {key: list(handle.get_slice(key).get_shape()) for key in handle.keys()}
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise UserError(f"{path}: truncated or not safetensors ({str(exc).splitlines()[0][:80]}); {TRACE_FIX}") from None
+    blocks = [("$.records", records)] + [(f"$.ranks[{n}].records", recs) for n, recs in enumerate((ranks or {}).values())]
+    for block, recs in blocks:
+        _check_keys(path, block, recs, shapes)
+
+
+def _check_keys(path: Path, block: str, records: list[LineRecord], shapes: dict[str, list[int]]) -> None:
+    """Every `tensor` key of the variables of ``records`` is in the file with its shape."""
     for i, rec in enumerate(records):
         for j, var in enumerate(rec.vars):
             key = var.tensor
             if key is None:
                 continue
-            where = f"{path}: tensor {key!r} ($.records[{i}].vars[{j}])"
+            where = f"{path}: tensor {key!r} ({block}[{i}].vars[{j}])"
             if key not in shapes:
                 raise UserError(f"{where}: missing from the file; {TRACE_FIX}")
             if shapes[key] != var.shape:

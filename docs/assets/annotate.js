@@ -80,11 +80,13 @@
    generated script beside the page (qwen3.py.values-cpu.js), added as a <script> element the first
    time a panel needs it: works from file://, and the page stays light whatever the depth of the
    run. The trace choice is page-wide (one switch in the banner) and remembered in localStorage;
-   the layer choice switches every panel of the page; both go into the URL (#L156&layer=2&trace=cpu). */
+   the layer choice switches every panel of the page; both go into the URL (#L156&layer=2&trace=cpu).
+   A trace recorded on several tensor-parallel ranks adds a rank switch: its views of rank r > 0 are
+   keyed "<layer>@<r>", and the choice is page-wide and in the URL too (&rank=1). */
 (function () {
   "use strict";
   var STORE = "annotate.trace";
-  var data = {}, state = { trace: null, layer: null }, loading = {};
+  var data = {}, state = { trace: null, layer: null, rank: null }, loading = {};
 
   function pageData() {
     var el = document.getElementById("an-page-data");
@@ -163,21 +165,30 @@
     for (var i = 0; i < sel.options.length; i++) if (sel.options[i].value === want) return want;
     return def;
   }
+  function rankFor(panel) {
+    var sel = panel.querySelector(".an-rank-select");
+    if (!sel) return "0";
+    for (var i = 0; i < sel.options.length; i++) if (sel.options[i].value === state.rank) return state.rank;
+    return "0";
+  }
   function traceNow() { return state.trace || (data.values && data.values.traces[0] && data.values.traces[0].key); }
 
   /* fill an open (or about to be shown) panel with the current trace and layer */
   function show(panel) {
     fillLayers(panel);
-    var trace = traceNow(), layer = layerFor(panel), line = panel.getAttribute("data-line");
+    var trace = traceNow(), layer = layerFor(panel), line = panel.getAttribute("data-line"), rank = rankFor(panel);
     slot(panel);
-    var sel = panel.querySelector(".an-layer-select");
+    var sel = panel.querySelector(".an-layer-select"), rsel = panel.querySelector(".an-rank-select");
     if (sel) sel.value = layer;
+    if (rsel) rsel.value = rank;
+    var key = rank === "0" ? layer : layer + "@" + rank;
     load(trace, function () {
-      var views = (window.anValues[trace] || {})[line] || {}, view = views[layer];
+      var views = (window.anValues[trace] || {})[line] || {}, view = views[key];
+      if (!view && rank !== "0") { slot(panel).innerHTML = '<p class="an-none">这份运行只在一个 rank 上记录 — this trace ran on one rank; choose a TP trace (运行 trace) for rank ' + rank + "</p>"; return; }
       if (!view) { slot(panel).innerHTML = '<p class="an-none">这份运行没有记录这一行 this trace did not record this line</p>'; return; }
       slot(panel).innerHTML = view.h;
       panel.querySelector(".an-brief").textContent = view.b;
-      panel.setAttribute("data-shown", trace + "/" + layer);
+      panel.setAttribute("data-shown", trace + "/" + key);
     });
   }
   function refresh() {
@@ -188,8 +199,9 @@
   }
 
   function setUrl(panel) {
-    var layer = layerFor(panel), trace = traceNow();
-    var hash = "#L" + panel.getAttribute("data-line") + "&layer=" + layer + (trace ? "&trace=" + trace : "");
+    var layer = layerFor(panel), trace = traceNow(), rank = rankFor(panel);
+    var hash = "#L" + panel.getAttribute("data-line") + "&layer=" + layer + (trace ? "&trace=" + trace : "") +
+      (panel.querySelector(".an-rank-select") ? "&rank=" + rank : "");
     history.replaceState(null, "", hash);
   }
 
@@ -198,6 +210,7 @@
     if (!el.classList) return;
     if (el.classList.contains("an-trace-select")) { state.trace = el.value; remember(el.value); }
     else if (el.classList.contains("an-layer-select")) state.layer = el.value;
+    else if (el.classList.contains("an-rank-select")) state.rank = el.value;
     else return;
     refresh();
     var panel = el.closest("details.an-values");
@@ -255,7 +268,8 @@
       var panel = button.closest("details.an-values"), line = +panel.getAttribute("data-line");
       parts = citeLines(line, line);
       if (kind === "var") parts.push(button.closest(".an-var").getAttribute("data-cite-text"));
-      else parts.push("层 layer: " + layerFor(panel) + " · 运行 trace: " + ((traceInfo(traceNow()) || {}).label || traceNow()));
+      else parts.push("层 layer: " + layerFor(panel) + (panel.querySelector(".an-rank-select") ? " · rank " + rankFor(panel) : "") +
+        " · 运行 trace: " + ((traceInfo(traceNow()) || {}).label || traceNow()));
     }
     parts.push("我的推导 My derivation：");
     return parts.join("\n");
@@ -357,7 +371,8 @@
     var p = params();
     if (p.trace && traceInfo(p.trace)) state.trace = p.trace;
     if (p.layer) state.layer = p.layer;
-    if (!p.line || (!p.layer && !p.trace)) { refresh(); return; }
+    if (p.rank) state.rank = p.rank;
+    if (!p.line || (!p.layer && !p.trace && !p.rank)) { refresh(); return; }
     var panel = document.getElementById("values-L" + p.line);
     if (!panel) {   // a line inside a statement: the panel of the statement that holds it
       var all = panels(), row = document.getElementById("L" + p.line);

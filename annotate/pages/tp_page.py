@@ -1,0 +1,218 @@
+"""张量并行 · Tensor parallel: the page walking one decoder block at TP=N, and the slice labels of the
+values panels (which rank holds which heads, F columns or vocabulary ids; partial and full sums).
+
+Everything here is read from a --tp trace (`annotate.trace.shards` identified it): the shapes per
+rank are the recorded shapes, each slice is the one the comparison with HF found, the bytes each
+all_reduce moves per token are computed from the config and set beside what the trace's reduced
+tensors hold. Without a --tp trace the page says how to record one.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.tracefmt import esc, num
+from annotate.trace.schema import LineRecord, VarRecord
+from annotate.trace.store import Trace
+
+TP_URI = "trace/tp.md"
+ALL_REDUCE = "all_reduce("
+PARALLEL_FUNCTIONS = ("RowParallelLinear.forward", "VocabParallelEmbedding.forward")
+#: the split dimension of a shard, in words (Chinese first)
+SPLIT_WORDS = {"heads": "头 heads", "inter": "F 列", "vocab": "词表 id vocab ids"}
+#: what each recorded shard is, in words
+SHARD_WORDS = {"qkv": "q、k、v 投影 projections", "o": "注意力输出 attention output",
+               "o_proj partial": "o_proj 部分和 partial sum", "gate_up": "gate、up 投影 projections",
+               "act": "SiLU(gate) ⊙ up", "down_proj partial": "down_proj 部分和 partial sum",
+               "embed partial": "嵌入部分和 embedding partial sum"}
+
+Href = Callable[..., str]
+
+
+def tp_view(traces: TraceSet) -> TraceView | None:
+    """The first trace recorded on more than one rank."""
+    return next((v for v in traces.views if v.trace.tp > 1 and not v.pin_moved), None)
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """A panel view key `2@1` (layer 2 on rank 1) -> ("2", 1); a plain layer key is rank 0."""
+    layer, _, rank = key.partition("@")
+    return layer, int(rank) if rank else 0
+
+
+def _shards(trace: Trace) -> dict[tuple[int, str | None, str, str], dict[str, Any]]:
+    return {(s["rank"], s.get("module"), s.get("function", ""), s.get("var", "")): s
+            for s in trace.parallel.get("shards", []) if "module" in s}
+
+
+def _after_reduce(records: list[LineRecord], rec: LineRecord) -> bool:
+    """Whether `rec` (in a tensor-parallel forward) comes at or after its call's all_reduce line."""
+    return any(r.module == rec.module and r.call == rec.call and ALL_REDUCE in r.text and r.order <= rec.order
+               for r in records if r.function == rec.function)
+
+
+def slice_label(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
+    """`rank 1 of 2: F 列 64–127` for a shard the comparison placed; `Σ over 2 ranks` after an
+    all_reduce; '' for a replicated value (or a single-rank trace)."""
+    tp = trace.tp
+    if tp < 2:
+        return ""
+    records = trace.records if rank == 0 else trace.ranks.get(rank, [])
+    if rec.function in PARALLEL_FUNCTIONS and v.name == "y" and _after_reduce(records, rec):
+        return f"all_reduce 之后：{tp} 个 rank 的部分和之和 — after all_reduce: Σ over {tp} ranks (replicated)"
+    shard = _shards(trace).get((rank, rec.module, rec.function, v.name))
+    if shard is None or list(shard["shape"]) != list(v.shape):
+        return ""
+    found = shard["slice"]
+    how = (f"与 HF 第 {found} 片一致 matches HF's slice {found}" if found is not None
+           else "与 HF 的任何一片都不一致 matches no slice of HF")
+    return (f"rank {rank} of {tp}: {SPLIT_WORDS.get(shard['split'], shard['split'])} "
+            f"{shard['first']}–{shard['last']} · {SHARD_WORDS.get(shard['what'], shard['what'])} · {how}")
+
+
+def slice_html(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
+    label = slice_label(trace, rank, rec, v)
+    return f'<div class="an-slice" data-rank="{rank}">{esc(label)}</div>' if label else ""
+
+
+# ---------------------------------------------------------------- the page
+
+def render(traces: TraceSet, href: Href) -> str:
+    """The 张量并行 page from the first --tp trace (or how to record one)."""
+    view = tp_view(traces)
+    head = "---\ntitle: 张量并行 Tensor parallel\n---\n# 张量并行 · Tensor parallel\n\n"
+    if view is None:
+        return head + ("`traces/` 里没有多 rank 的轨迹 — no trace recorded on several ranks under `traces/`: run "
+                       "`make site` (its `annotate trace` steps include `--preset tiny --tp 2`).\n")
+    t = view.trace
+    return head + "\n\n".join([_intro(view), _shapes(t, href, view.key), _reduces(t), _bytes(t), _shard_table(t),
+                               _sums(t), _versus(t)]) + "\n"
+
+
+def _intro(view: TraceView) -> str:
+    t = view.trace
+    return (f"nano-vllm 把每个投影切到 {t.tp} 个 rank 上：`QKVParallelLinear` 按注意力头切，`MergedColumnParallelLinear` "
+            "按 F 切，`RowParallelLinear` 每个 rank 算一个部分和再 `all_reduce`，`VocabParallelEmbedding` 只查自己那段词表，"
+            "其余置零后 `all_reduce`。因为 SwiGLU 在 F 上逐元素，"
+            r"$\mathrm{MLP}(x)=\sum_r [\mathrm{SiLU}(x W_{g,r}^\top)\odot(x W_{u,r}^\top)]\,W_{d,r}^\top$，"
+            "`all_reduce` 就是这个 Σ。下面的每个数都来自真实运行 "
+            f"`traces/{esc(view.key)}`（{esc(t.provenance())}），每一片都是与 HF transformers 的张量比较后找到的。"
+            f" nano-vllm splits every projection across {t.tp} ranks: heads for QKV, F for gate/up, a partial sum per "
+            "rank then `all_reduce` for o_proj and down_proj, a vocabulary slice per rank for the embedding. SwiGLU is "
+            "elementwise in F, so the MLP is a sum over ranks and the all_reduce is that Σ. Every number below is from "
+            "the recorded run, and every slice was found by comparison with HF transformers' tensors.")
+
+
+def _first(records: list[LineRecord], function: str, module: str, name: str) -> VarRecord | None:
+    for r in records:
+        if r.function == function and r.module == module and r.kind == "line" and r.source == "traced":
+            v = r.var(name)
+            if v is not None:
+                return v
+    return None
+
+
+def _line_of(records: list[LineRecord], function: str, module: str, name: str) -> LineRecord | None:
+    for r in records:
+        if r.function == function and r.module == module and r.kind == "line" and r.var(name) is not None:
+            return r
+    return None
+
+
+def _shapes(t: Trace, href: Href, key: str) -> str:
+    """One decoder block (layer 1, or 0), each step's recorded shape on every rank."""
+    layer = 1 if t.layers()[1:] else 0
+    attn, mlp = f"model.layers.{layer}.self_attn", f"model.layers.{layer}.mlp"
+    steps = [("qkv = qkv_proj(x)", "Qwen3Attention.forward", attn, "qkv", "按头切 split by heads"),
+             ("o = attn(q, k, v)", "Qwen3Attention.forward", attn, "o", "每个 rank 自己的头 own heads"),
+             ("y = o W_o,rᵀ", "RowParallelLinear.forward", f"{attn}.o_proj", "y", "部分和 partial, all_reduce → 全和 full"),
+             ("gate_up = x [W_g,r; W_u,r]ᵀ", "Qwen3MLP.forward", mlp, "gate_up", "按 F 切 split by F"),
+             ("y = act W_d,rᵀ", "RowParallelLinear.forward", f"{mlp}.down_proj", "y", "部分和 partial, all_reduce → 全和 full")]
+    ranks = [t.records] + [t.ranks.get(r, []) for r in range(1, t.tp)]
+    head = "| 步骤 step | " + " | ".join(f"rank {r}" for r in range(t.tp)) + " | |\n|" + " --- |" * (t.tp + 2) + "\n"
+    rows = []
+    for text, fn, module, name, note in steps:
+        cells = []
+        for r, recs in enumerate(ranks):
+            v, rec = _first(recs, fn, module, name), _line_of(recs, fn, module, name)
+            link = f"{esc(v.shape)}" if v else "—"
+            if v and rec is not None:
+                url = href(rec.file, rec.line, layer=layer, trace=key) + (f"&rank={r}" if r else "")
+                link = f'<a href="{esc(url)}">{esc(v.shape)}</a>'   # raw HTML: MkDocs leaves `#L…&…` links alone
+            cells.append(link)
+        rows.append(f"| `{text}` | " + " | ".join(cells) + f" | {note} |")
+    return (f"## 一个解码层，每个 rank 的形状 · One decoder block (layer {layer}), shapes per rank\n\n"
+            "点击形状打开该 rank 的值面板。Click a shape to open that rank's values panel.\n\n" + head + "\n".join(rows))
+
+
+def _reduces(t: Trace) -> str:
+    """How many all_reduces ran per layer on rank 0, counted from the recorded lines."""
+    per_layer: dict[int | None, int] = {}
+    for r in t.records:
+        if r.function in PARALLEL_FUNCTIONS and ALL_REDUCE in r.text:
+            per_layer[r.layer] = per_layer.get(r.layer, 0) + 1
+    rows = "\n".join(f"| {'嵌入 embedding' if k is None else f'第 {k} 层 layer {k}'} | {n} |"
+                     for k, n in sorted(per_layer.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+    return ("## 每层两次 all_reduce · Two all_reduces per layer\n\n"
+            "轨迹里执行过的 `dist.all_reduce(y)` 行数（rank 0）。 Executed `all_reduce` lines in the trace (rank 0).\n\n"
+            "| 位置 where | all_reduce |\n| --- | --- |\n" + rows)
+
+
+def _bytes(t: Trace) -> str:
+    b = t.parallel.get("bytes", {})
+    measured = b.get("measured_per_all_reduce", [])
+    ok = measured == [b.get("per_all_reduce")]
+    check = ("✓ 与轨迹一致 matches the trace" if ok else f"✗ 轨迹中是 the trace holds {measured}")
+    hidden = int(t.meta["model"]["config"]["hidden_size"])
+    width = int(b.get("per_all_reduce", 0)) // max(hidden, 1)
+    return ("## 每个 token 传多少字节 · Bytes per token\n\n"
+            f"每次 all_reduce 归约一个 H 维向量：H × dtype 字节 = {hidden} × {width}"
+            f" = **{num(b.get('per_all_reduce'))} B**（{check}）；每层两次 = {num(b.get('per_layer'))} B；"
+            f"整个前向 {num(b.get('all_reduces'))} 次（含嵌入）。环形 all_reduce 每个 rank 发送 2(N−1)/N 倍 = "
+            f"{num(b.get('ring_per_rank_per_all_reduce'))} B。"
+            f" Each all_reduce reduces one H-vector per token: {num(b.get('per_all_reduce'))} B from the config "
+            f"({'the recorded reduced tensors hold the same' if ok else 'the trace differs'}); two per layer; a ring "
+            "all_reduce sends 2(N−1)/N of it per rank.")
+
+
+def _shard_table(t: Trace) -> str:
+    rows = []
+    for s in t.parallel.get("shards", []):
+        d = s["distances"][s["slice"]] if s.get("slice") is not None else None
+        found = f"第 {s['slice']} 片 slice {s['slice']}" if s.get("slice") is not None else "无 none"
+        rel = num(d["rel"], 2) if d else "—"
+        rows.append(f"| {s['rank']} | {'—' if s['layer'] is None else s['layer']} | {esc(SHARD_WORDS.get(s['what'], s['what']))} "
+                    f"| {esc(SPLIT_WORDS.get(s.get('split', ''), ''))} {s.get('first', '')}–{s.get('last', '')} "
+                    f"| {esc(s['shape'])} | {found} | {rel} |")
+    return ("## 每一片都由比较找到 · Every shard, identified by comparison\n\n"
+            "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内的那一片。"
+            " Each recorded shard is compared with every rank's slice of HF's tensor (relative L2); the slice "
+            "within tolerance is listed.\n\n"
+            "| rank | 层 layer | 张量 tensor | 切片 slice | 形状 shape | 匹配 found | 相对差 rel |\n"
+            "| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+
+
+def _sums(t: Trace) -> str:
+    names = {"attn": "Attn 增量 increment", "mlp": "MLP 增量 increment", "x": "x⁽⁰⁾"}
+    rows = [f"| `{esc(s['module'])}` | {esc(names.get(s['peer'], s['peer']))} | {num(s['max_abs'])} | "
+            f"{num(s['scale_ulps'], 2)} | {'✓' if s['within'] else '✗'} |" for s in t.parallel.get("sums", [])]
+    return ("## Σ 部分和 = 增量 · Σ of the partial sums = the increments\n\n"
+            "| 模块 module | HF 变量 peer | max \\|Δ\\| | ulp（最大值的）ulps of the largest | 容差内 within |\n"
+            "| --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+
+
+def _versus(t: Trace) -> str:
+    rows = t.parallel.get("vs_tp1", [])
+    worst = max((r["scale_ulps"] for r in rows), default=0)
+    exact = sum(1 for r in rows if r["max_abs"] == 0)
+    body = "\n".join(f"| `{esc(r['module'])}` | {esc(r['function'])} | `{esc(r['name'])}` | {num(r['max_abs'])} | "
+                     f"{num(r['scale_ulps'], 2)} | {'✓' if r['within'] else '✗'} |"
+                     for r in rows if r["max_abs"] > 0)
+    return ("## all_reduce 之后 vs `--tp 1` · After all_reduce vs `--tp 1`\n\n"
+            f"all_reduce 之后的 {len(rows)} 个张量中 {exact} 个与单 rank 运行逐位相同；其余因求和顺序不同而舍入不同，"
+            f"最多差最大值的 **{num(worst, 2)} ulp**。"
+            f" Of {len(rows)} tensors after an all_reduce, {exact} are bit-identical to the one-rank run; the others "
+            f"round differently because the sum runs in another order: at most **{num(worst, 2)} ulps** of the "
+            "largest value.\n\n"
+            "| 模块 module | 函数 function | 变量 var | max \\|Δ\\| | ulp | 容差内 within |\n"
+            "| --- | --- | --- | --- | --- | --- |\n" + body)

@@ -1,0 +1,93 @@
+"""annotate.trace.parallel: the --tp launcher — rendezvous, a rank that fails, no stray processes."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from annotate.errors import UserError
+from annotate.trace.options import TraceOptions
+from annotate.trace.parallel import check_port, failure, free_port, rendezvous
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_default_rendezvous_is_a_free_local_port() -> None:
+    rv = rendezvous(TraceOptions(preset="tiny", tp=2))
+    assert rv.backend == "gloo" and rv.world == 2 and rv.init_method.startswith("tcp://127.0.0.1:")
+    assert rendezvous(TraceOptions(preset="tiny", tp=2, device="cuda")).backend == "nccl"
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is in use"):
+            check_port(f"tcp://127.0.0.1:{port}")
+    check_port(f"tcp://127.0.0.1:{free_port()}")   # free again: accepted
+    check_port("file:///tmp/some-store")           # not a port: nothing to check
+
+
+def test_the_failure_names_the_rank_that_went_first(tmp_path: Path) -> None:
+    assert failure([1, -9], tmp_path) == "rank 1 was killed (signal 9)"
+    (tmp_path / "rank1.err").write_text("ValueError: boom\n", encoding="utf-8")
+    time.sleep(0.02)
+    (tmp_path / "rank0.err").write_text("RuntimeError: Connection closed by peer\n", encoding="utf-8")
+    assert failure([1, 1], tmp_path) == "rank 1 failed: ValueError: boom"
+    assert failure([None, 2], tmp_path / "none") == "rank 1 exited with status 2"
+
+
+def _children(pid: int) -> set[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return {int(x) for x in out.split()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.is_file() and stat.read_text().split()[2] == "Z")
+
+
+@pytest.mark.slow
+def test_a_killed_rank_fails_the_run_in_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    """SIGKILL rank 1 while the ranks run: exit != 0, one line naming rank 1 and the signal, no
+    traceback, every rank gone, and the trace that was there before is untouched."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trace.json").write_text('{"format": "annotate-trace"}', encoding="utf-8")
+    before = (out / "trace.json").read_bytes()
+    proc = subprocess.Popen([sys.executable, "-m", "annotate", "--root", str(ROOT), "trace", "--preset", "tiny",
+                             "--tp", "2", "--out", str(out), "--force", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    work = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and work is None:
+        found = [p.parent for p in Path(tempfile.gettempdir()).glob(f"annotate-tp-{proc.pid}-*/rank1.pid")]
+        work = found[0] if found and (found[0] / "rank0.pid").is_file() else None
+        time.sleep(0.2)
+    assert work is not None, "the ranks never started"
+    ranks = [int((work / f"rank{r}.pid").read_text()) for r in (0, 1)]
+    time.sleep(1.0)
+    os.kill(ranks[1], signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert proc.returncode != 0
+    assert any("rank 1 was killed (signal 9)" in x for x in lines), err
+    assert "Traceback" not in err
+    assert not _children(proc.pid)
+    assert not any(_alive(p) for p in ranks)
+    assert not work.exists()
+    left = [p for p in Path(tempfile.gettempdir()).glob("annotate-*") if any(f"-{r}-" in p.name for r in ranks)]
+    assert not left, left
+    assert (out / "trace.json").read_bytes() == before
