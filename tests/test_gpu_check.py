@@ -128,11 +128,12 @@ def test_recording_without_tree_sitter_is_one_clear_line(tmp_path: Path) -> None
     assert "Traceback" not in proc.stderr + proc.stdout and not out.exists()
 
 
-def test_the_wheel_list_carries_exactly_five_and_never_numpy_or_pytest() -> None:
+def test_the_wheel_list_carries_exactly_ten_and_never_numpy_or_pytest() -> None:
     lines = [ln.strip() for ln in (ROOT / "scripts" / "gpu-wheels.txt").read_text().splitlines()
              if ln.strip() and not ln.lstrip().startswith("#")]
     names = {ln.split("==")[0] for ln in lines}
-    assert names == {"transformers", "tokenizers", "huggingface-hub", "tree-sitter", "tree-sitter-python"}
+    assert names == {"transformers", "tokenizers", "huggingface-hub", "tree-sitter", "tree-sitter-python",
+                     "pydantic", "pydantic-core", "annotated-types", "typing-inspection", "typing-extensions"}
     assert all("==" in ln for ln in lines)
 
 
