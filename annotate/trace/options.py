@@ -76,6 +76,8 @@ class TraceOptions:
     device: str = "cpu"
     seed: int = 0
     root: Path = Path(".")
+    #: import nano-vllm from this folder instead of <root>/vendor/nano-vllm (an experiment's edited copy)
+    vendored: Path | None = None
 
 
 #: the defaults of every option (a preset trace: its depth and length come from the preset)

@@ -36,6 +36,7 @@ class TraceRequest:
     force: bool = False
     full_tensors: bool = False
     if_stale: bool = False
+    experiment: dict[str, Any] | None = None  # an experiment's edits, stored in the trace (annotate/experiments.py)
 
 
 @dataclass
@@ -103,7 +104,7 @@ def run_trace(req: TraceRequest, progress: Progress) -> TraceResult:
     root = req.options.root
     opts = dataclasses.replace(req.options, layers=effective_layers(req.options))
     out = req.out or default_out(req.options, root)
-    facts = provenance.vendor_facts(root)
+    facts = provenance.vendor_facts(root, opts.vendored)
     key = inputs_key(req, facts)
     with guard.output_lock(root, out, "--out"):  # also puts back a trace an interrupted swap moved aside
         if req.if_stale and out.exists():
@@ -136,14 +137,14 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
             key: dict[str, Any], facts: dict[str, Any], capture: kernels.KernelCapture,
             progress: Progress, interrupted: Callable[[], None] = lambda: None) -> TraceResult:
     root = opts.root
-    mods = runtime.import_vendored(root, rt.device.type)
+    mods = runtime.import_vendored(root, rt.device.type, runtime.traced_root(opts))
     first_module = len(capture.modules)
     before = internals.dynamo_counts()
     with progress.step("compile", "first prefill: torch.compile (Inductor) of the fused functions"):
         plain = runtime.run_prefill(rt)
     interrupted()
     compiled = _delta(internals.dynamo_counts(), before)
-    rec = Recorder(rt.model, mods, runtime.vendor_root(root))
+    rec = Recorder(rt.model, mods, runtime.traced_root(opts))
     before = internals.dynamo_counts()
     with progress.step("record", "second prefill under the line recorder, replaying compiled bodies eagerly"):
         with rec.recording():
@@ -175,6 +176,8 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
                     "compiled_vs_eager": assemble.compiled_summary(checks),
                     "flow": assemble.flow_payload(records), "hf_lines": hf_lines},
     }
+    if req.experiment is not None:
+        payload["experiment"] = req.experiment
     interrupted()
     with progress.step("write", f"writing {out}"):
         payload["meta"]["timings"] = dict(progress.timings)

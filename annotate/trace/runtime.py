@@ -71,9 +71,14 @@ def vendor_root(root: Path) -> Path:
     return path
 
 
-def import_vendored(root: Path, device: str) -> dict[str, Any]:
-    """Import the vendored modules (from vendor/nano-vllm on sys.path, never installed)."""
-    vroot = str(vendor_root(root))
+def traced_root(opts: TraceOptions) -> Path:
+    """The folder nano-vllm is imported from: ``--vendored`` (an experiment's edited scratch copy) or vendor/."""
+    return opts.vendored.resolve() if opts.vendored is not None else vendor_root(opts.root)
+
+
+def import_vendored(root: Path, device: str, folder: Path | None = None) -> dict[str, Any]:
+    """Import the vendored modules (from vendor/nano-vllm, or ``folder``, on sys.path, never installed)."""
+    vroot = str(folder or vendor_root(root))
     if vroot not in sys.path:
         sys.path.insert(0, vroot)
     if device == "cpu":
@@ -103,7 +108,7 @@ def init_process_group() -> None:
 
 
 TEMP_PREFIX = "annotate-"
-_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg)-(\d+)-")
+_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg|exp)-(\d+)-")
 
 
 def sweep_temp(base: Path | None = None) -> list[Path]:
@@ -448,7 +453,7 @@ def build_runtime(opts: TraceOptions) -> Runtime:
         raise UserError(f"--prompt: {len(ids)} tokens is beyond the position limit {config['max_position_embeddings']}; shorten it")
     kernels.capture()  # before anything can compile: Dynamo compiles each function once per process
     sweep_temp()
-    mods = import_vendored(opts.root, device.type)
+    mods = import_vendored(opts.root, device.type, traced_root(opts))
     init_process_group()
     try:
         if folder is None:
