@@ -53,6 +53,11 @@ class ComparedRow:
     def broke(self) -> tuple[str, ...]:
         return tuple(k for k in self.base_ids if k not in self.exp_ids)
 
+    @property
+    def gained(self) -> tuple[str, ...]:
+        """Identities the experiment's tensor has that the baseline's had not (e.g. aliasing fixed)."""
+        return tuple(k for k in self.exp_ids if k not in self.base_ids)
+
 
 @dataclass(frozen=True)
 class Fate:
@@ -61,6 +66,7 @@ class Fate:
     key: str
     held: tuple[int, ...]
     broke: tuple[int, ...]
+    gained: tuple[int, ...] = ()  # layers where only the experiment's flow matched it
 
     @property
     def label(self) -> str:
@@ -85,18 +91,36 @@ class ExperimentComparison:
         return max(values) if values else None
 
     def verdict(self) -> tuple[str, str]:
-        """(zh, en): the flow is unchanged, or which identity broke first and from which layer."""
+        """(zh, en): the flow is unchanged, or which identity broke first and from which layer, and which the
+        experiment restored; then the final output's distance to HF, baseline → experiment."""
         broken = [f for f in self.fates if f.broke]
-        worst = self.max_ulps
-        if not broken:
-            size = "max 0 ulp" if worst == 0 else f"max {worst:.0f} ulp" if worst is not None else "no tensors to compare"
-            return (f"数据流不变：每个恒等式都成立（{len(self.fates)} 个），{size}。",
-                    f"The flow is unchanged: every identity holds ({len(self.fates)}), {size}.")
-        first = min(broken, key=lambda f: (min(f.broke), list(MATH_VARS).index(f.key) if f.key in MATH_VARS else 99))
-        names = ", ".join(f.label for f in broken)
-        held = len(self.fates) - len(broken)
-        return (f"{first.label} 从第 {min(first.broke)} 层起不再成立；不再成立的恒等式：{names}；仍成立的：{held} 个。",
-                f"{first.label} no longer holds from layer {min(first.broke)} on; broken: {names}; still holding: {held}.")
+        gained = [f for f in self.fates if f.gained]
+        zh, en = [], []
+        if not broken and not gained:
+            worst = self.max_ulps
+            size = f"max {worst:.0f} ulp" if worst is not None else "no tensors to compare"
+            zh.append(f"数据流不变：每个恒等式都成立（{len(self.fates)} 个），{size}。")
+            en.append(f"The flow is unchanged: every identity holds ({len(self.fates)}), {size}.")
+        if gained:
+            names = ", ".join(f.label for f in gained)
+            zh.append(f"恒等式恢复：{names}（基线中没有成立）。")
+            en.append(f"Identities restored: {names} (not holding in the baseline).")
+        if broken:
+            first = min(broken, key=lambda f: (min(f.broke), _rank(f.key)))
+            names = ", ".join(f.label for f in broken)
+            zh.append(f"{first.label} 从第 {min(first.broke)} 层起不再成立；不再成立的恒等式：{names}。")
+            en.append(f"{first.label} no longer holds from layer {min(first.broke)} on; broken: {names}.")
+        base, exp = (f.get("rel") for f in self.final)
+        if isinstance(base, (int, float)) and isinstance(exp, (int, float)):
+            zh.append(f"最终输出与 HF 的相对距离 {base:.2g} → {exp:.2g}。")
+            en.append(f"Final output vs HF (rel L2): {base:.2g} → {exp:.2g}.")
+        return " ".join(zh), " ".join(en)
+
+
+def _rank(key: str) -> int:
+    """Position of a math variable in the block's order (x, RMSNorm₁, Attn, x₁, …)."""
+    order = list(MATH_VARS)
+    return order.index(key) if key in order else len(order)
 
 
 def compare_traces(baseline: Path, experiment: Path) -> ExperimentComparison:
@@ -132,17 +156,23 @@ def _ids(var: dict[str, Any]) -> tuple[str, ...]:
 
 
 def fates(rows: list[ComparedRow]) -> list[Fate]:
-    """Per math variable, the layers where the flow rows that held it in the baseline still do (or not)."""
-    held: dict[str, set[int]] = {}
-    broke: dict[str, set[int]] = {}
+    """Per math variable and layer: held when some flow row (hidden_states / residual of the decoder or model
+    forward) matched it in both runs, broke when only in the baseline, gained when only in the experiment."""
+    base: set[tuple[str, int]] = set()
+    exp: set[tuple[str, int]] = set()
     for row in (r for r in rows if r.flow):
-        for ident in row.base_ids:
-            key, layer = ident.split("@")
-            (held if ident in row.exp_ids else broke).setdefault(key, set()).add(int(layer))
-    order = list(MATH_VARS)
-    keys = sorted(set(held) | set(broke), key=lambda k: order.index(k) if k in order else len(order))
-    return [Fate(k, tuple(sorted(held.get(k, set()) - broke.get(k, set()))), tuple(sorted(broke.get(k, set()))))
-            for k in keys]
+        base.update(_split(i) for i in row.base_ids)
+        exp.update(_split(i) for i in row.exp_ids)
+    keys = sorted({k for k, _ in base | exp}, key=_rank)
+
+    def layers(found: set[tuple[str, int]], key: str) -> tuple[int, ...]:
+        return tuple(sorted(n for k, n in found if k == key))
+    return [Fate(k, layers(base & exp, k), layers(base - exp, k), layers(exp - base, k)) for k in keys]
+
+
+def _split(ident: str) -> tuple[str, int]:
+    key, layer = ident.split("@")
+    return key, int(layer)
 
 
 def _norms(rows: list[ComparedRow], layers: int) -> dict[str, tuple[list[float], list[float]]]:

@@ -15,6 +15,7 @@ ORDER: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     (None, ("lesson.md", "diagrams.md", "map.md")),
     ("源码 · Source", ("source/",)),
     ("运行值 · Trace", ("trace/", "values.md")),
+    ("实验 · Experiments", ("experiments/", "lab.md", "route.md")),
     ("速查 · Reference", ("reference/",)),
     ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md", "refuses.md")),
 )
