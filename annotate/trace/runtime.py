@@ -275,6 +275,19 @@ def _check_weight(file: Path, handle: Any, name: str, shape: tuple[int, ...]) ->
         raise UserError(f"{file}: {name}: holds NaN or infinite values; {REDOWNLOAD}")
 
 
+def check_memory(opts: TraceOptions, config: dict[str, Any], layers: int, device: torch.device) -> None:
+    """On CUDA, refuse a run whose weights (twice: nano-vllm and the HF reference) and activations exceed the
+    free device memory (annotate/trace/budget.py), before anything is loaded."""
+    if device.type != "cuda":
+        return
+    from annotate.trace import budget
+
+    tokens = opts.tokens or default_tokens(opts)
+    free, _ = torch.cuda.mem_get_info(device)
+    budget.check_fits(budget.estimate(config, layers, tokens, opts.dtype), free, torch.cuda.get_device_name(device),
+                      f"--model {opts.model}", opts.dtype)
+
+
 def preset_config(preset: Preset, layers: int, dtype: str) -> dict[str, Any]:
     """An HF `config.json` for a preset, cut to `layers` decoder layers."""
     return {
@@ -440,6 +453,7 @@ def build_runtime(opts: TraceOptions) -> Runtime:
     if opts.model is not None:
         config = read_model_dir(opts.model)
         layers = resolve_layers(opts.layers, int(config["num_hidden_layers"]), str(opts.model))
+        check_memory(opts, config, layers, device)   # before a single weight is read
         check_weights(opts.model, config, layers)
         folder, label = opts.model, opts.model.name
     else:
