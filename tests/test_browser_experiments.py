@@ -98,3 +98,40 @@ def test_panel_compare_action_opens_the_experiment_at_the_line(browser, lab_site
         assert row.is_visible()
         v.shot(artifacts, f"experiment-compare-{viewport['width']}")
         assert v.non_local() == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_lab_page_has_the_commands_and_the_budget(browser, lab_site: Path, artifacts: Path, viewport: dict) -> None:
+    with visiting(browser, lab_site, viewport) as v:
+        v.open("lab.html")
+        assert "本地实验" in v.page.title()
+        text = v.page.locator("article").inner_text()
+        assert "annotate budget --model ~/models/Qwen3-0.6B" in text and "--device cuda" in text
+        assert "annotate experiment 3-relu --device cuda" in text
+        rows = v.page.locator("article table tbody tr")
+        assert rows.count() == 6 and "GiB" in rows.first.inner_text()
+        assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        v.shot(artifacts, f"lab-{viewport['width']}")
+        assert v.non_local() == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_route_keeps_progress_in_this_browser(browser, lab_site: Path, artifacts: Path, viewport: dict) -> None:
+    with visiting(browser, lab_site, viewport) as v:
+        v.open("lesson.html", "#10-self-assessment")
+        v.page.check('input[name="sa-flow"][value="2"]')              # the lesson's own self-assessment
+        v.open("route.html")
+        steps = v.page.locator(".an-route input[type=checkbox]")
+        assert steps.count() == 9                                       # lesson, exercises, check, 5 experiments, GPU
+        assert "flow: 能讲给别人听 could teach it" in v.page.locator(".an-route-sa").inner_text()
+        steps.nth(0).check()
+        steps.nth(3).check()
+        assert v.page.locator(".an-route-done").inner_text() == "2"
+        v.page.reload()
+        v.page.wait_for_load_state("load")
+        assert v.page.locator(".an-route-done").inner_text() == "2" and steps.nth(3).is_checked()
+        href = v.page.locator('.an-route li[data-step="exp-1-unfused"] a').get_attribute("href")
+        assert href == "experiments/1-unfused.html"
+        assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        v.shot(artifacts, f"route-{viewport['width']}")
+        assert v.non_local() == []

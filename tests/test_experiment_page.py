@@ -92,3 +92,16 @@ class _Mapping(dict):
 
     def get(self, key, default=None):
         return self.sources.get(key)
+
+
+def test_an_experiment_recorded_against_other_bytes_is_stale(tmp_path: Path) -> None:
+    from annotate.pages.experiment_page import stale_files
+    from annotate.vendoring.lock import sha256_bytes
+
+    vendor = tmp_path / "vendor" / "nano-vllm" / "nanovllm"
+    vendor.mkdir(parents=True)
+    (vendor / "a.py").write_bytes(b"x = 1\n")
+    block = {"baseline_files": {"nanovllm/a.py": sha256_bytes(b"x = 1\n"), "nanovllm/gone.py": "0" * 64}}
+    assert stale_files(tmp_path, block) == ["nanovllm/gone.py"]
+    (vendor / "a.py").write_bytes(b"x = 2\n")
+    assert stale_files(tmp_path, block) == ["nanovllm/a.py", "nanovllm/gone.py"]

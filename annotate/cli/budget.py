@@ -33,7 +33,7 @@ def run_budget(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise UserError(f"--tokens {args.tokens}: need at least 1 token")
     disk = sum(p.stat().st_size for p in args.model.glob("*.safetensors"))
-    units = measured_units(Path(args.root))
+    units = budget.measured_units(Path(args.root))
     got = budget.estimate(config, layers, args.tokens, args.dtype, units, disk)
     print(render_budget(got, layers, args.tokens, args.dtype, units))
     if args.memory is not None:
@@ -41,18 +41,6 @@ def run_budget(args: argparse.Namespace) -> int:
                           args.dtype)
         print(f"fits in {args.memory:g} GiB")
     return 0
-
-
-def measured_units(root: Path) -> float | None:
-    """Recorded hidden-sized vectors per token and layer, measured from the default trace when it is there."""
-    from annotate.trace import budget
-    from annotate.trace.pipeline import default_out
-    from annotate.trace.store import read_payload
-
-    folder = default_out(TRACE_DEFAULTS, root)
-    if not (folder / "trace.json").is_file():
-        return None
-    return budget.recorded_units(read_payload(folder))
 
 
 def render_budget(b: Any, layers: int, tokens: int, dtype: str, units: float | None) -> str:

@@ -19,6 +19,7 @@ from annotate.anchors import resolve
 from annotate.errors import UserError
 from annotate.links import page_url
 from annotate.pages.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
+from annotate.pages.lab_page import lab_pages
 from annotate.pages.tracefmt import esc, num
 from annotate.pages.values import compare_anchor
 from annotate.project import Project
@@ -59,11 +60,16 @@ def experiment_pages(root: Path, sources: Mapping[str, SourceFile]) -> Experimen
             out.touched.setdefault(path, []).append(experiment.name)
         lines = _edit_lines(experiment, sources, out.problems)
         comparison = _comparison(root, experiment.name)
+        if comparison is not None and (stale := stale_files(root, comparison.experiment)):
+            out.problems.append(f"{TRACES}/{experiment.name}: recorded against other bytes of {', '.join(stale)}; "
+                                f"re-record it with `annotate experiment {experiment.name} --force`")
+            comparison = None
         uri = page_uri(experiment.name)
         if comparison is not None:
             out.files[f"{FOLDER}/{experiment.name}.svg"] = experiment_norms_svg(comparison)
         out.pages[uri] = render(experiment, lines, comparison, uri)
     out.pages[EXPERIMENTS_INDEX] = index(found, root)
+    out.pages.update(lab_pages(root, found))   # 本地实验 · On your own GPU, and the route
     return out
 
 
@@ -78,6 +84,15 @@ def _edit_lines(experiment: ex.Experiment, sources: Mapping[str, SourceFile], pr
         else:
             lines.append(got.span[0])
     return lines
+
+
+def stale_files(root: Path, block: dict) -> list[str]:
+    """Edited files whose bytes today differ from those the experiment was applied to (its trace's record)."""
+    from annotate.vendoring.lock import VENDOR_DIR, sha256_bytes
+
+    vendor = root / VENDOR_DIR
+    return sorted(p for p, digest in (block.get("baseline_files") or {}).items()
+                  if not (vendor / p).is_file() or sha256_bytes((vendor / p).read_bytes()) != digest)
 
 
 def _comparison(root: Path, name: str) -> ExperimentComparison | None:

@@ -16,6 +16,7 @@ fit (one line: what is needed, what is free, what to pass instead) rather than f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from annotate.errors import UserError
@@ -85,6 +86,16 @@ def recorded_units(payload: dict[str, Any]) -> float | None:
     if not seen or not layers or not tokens:
         return None
     return sum(seen.values()) / (layers * tokens * hidden)
+
+
+def measured_units(root: Path) -> float | None:
+    """:func:`recorded_units` of the default trace (``annotate trace``'s output) when it is recorded, else None."""
+    from annotate.trace.options import TRACE_DEFAULTS
+    from annotate.trace.pipeline import default_out
+    from annotate.trace.store import read_payload
+
+    folder = default_out(TRACE_DEFAULTS, root)
+    return recorded_units(read_payload(folder)) if (folder / "trace.json").is_file() else None
 
 
 def estimate(config: dict[str, Any], layers: int, tokens: int, dtype: str, units: float | None = None,
