@@ -119,7 +119,7 @@ def parse_experiment(text: str, name: str, label: str) -> Experiment:
     _refuse_unknown(data, _TOP_KEYS, at)
     edits = codec.field(data, "edits", at, codec.array)
     if not edits:
-        at.key("edits").fail("at least one edit", edits)
+        raise UserError(f"{label}: $.edits: expected at least one edit, got none; {EXPERIMENT_FIX}")
     return Experiment(
         name=name, label=label,
         title=codec.field(data, "title", at, _bilingual), hypothesis=codec.field(data, "hypothesis", at, _bilingual),
