@@ -105,3 +105,19 @@ def test_an_experiment_recorded_against_other_bytes_is_stale(tmp_path: Path) -> 
     assert stale_files(tmp_path, block) == ["nanovllm/gone.py"]
     (vendor / "a.py").write_bytes(b"x = 2\n")
     assert stale_files(tmp_path, block) == ["nanovllm/a.py", "nanovllm/gone.py"]
+
+
+def test_an_edit_anchor_that_stopped_resolving_is_a_build_problem() -> None:
+    """The plugin reports these problems; a strict build fails on them (annotate/plugin.py `_report`)."""
+    from annotate.notes import Sources
+    from annotate.source import parse
+
+    path = "nanovllm/layers/activation.py"
+    today = Sources(REPO).get(path)
+    assert today is not None
+    changed = parse(today.text.replace("F.silu(x) * y", "F.silu(x) * y * 1"), path)
+    sources = _Mapping(Sources(REPO))
+    sources.sources.cache[path] = changed
+    got = experiment_pages(REPO, sources)
+    assert [p.split(": changed")[0] for p in got.problems] == [
+        "experiments/3-relu.yml: edit 1: nanovllm/layers/activation.py: SiluAndMul.forward › 'return F.silu(x) * y'"]
