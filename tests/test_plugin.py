@@ -144,11 +144,12 @@ class FakeServer:
         self.watched.append(path)
 
 
-def test_serve_watches_vendor_notes_traces_and_map(project: Path) -> None:
+def test_serve_watches_vendor_notes_traces_map_and_experiments(project: Path) -> None:
     (project / "traces").mkdir()
+    (project / "experiments").mkdir()
     plugin = AnnotatePlugin()
     plugin.root, plugin.project = project, Project.load(project)
     server = FakeServer()
     plugin.on_serve(server, None, None)
     assert [Path(p).name for p in server.watched] == [f.name for f in plugin.project.watched] == [
-        "vendor", "notes", "traces", "map"]
+        "vendor", "notes", "traces", "map", "experiments"]
