@@ -6,10 +6,10 @@ STAMP  := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 TRACE  ?= traces/cpu
 
-.PHONY: site test install vendor trace build serve browser bench clean gpu-wheels lint
+.PHONY: site test install vendor trace experiments build serve browser bench clean gpu-wheels lint
 
-## site: install, materialise the vendor copy, trace on CPU, build the site into site/
-site: install vendor trace build
+## site: install, materialise the vendor copy, trace on CPU, run the experiments, build the site into site/
+site: install vendor trace experiments build
 
 ## test: install, materialise the vendor copy, make sure Chromium is there, lint and type-check, run the test suite
 test: install vendor browser lint
@@ -43,6 +43,12 @@ trace: install vendor
 	$(BIN)/annotate trace --dtype float32 --if-stale
 	$(BIN)/annotate trace --preset tiny --if-stale
 	$(BIN)/annotate trace --preset tiny --tp 2 --full-tensors --if-stale
+
+## experiments: every experiments/*.yml on a scratch copy of nano-vllm, traced like its baseline (recorded by
+## `trace` above: tiny bf16, or the float32 one) into traces/experiments/NAME; each re-runs only when stale.
+## One process per experiment: the edited package is imported once per process.
+experiments: install vendor trace
+	for f in experiments/*.yml; do $(BIN)/annotate experiment "$$(basename "$$f" .yml)" --if-stale || exit 1; done
 
 build: install vendor
 	$(BIN)/annotate build

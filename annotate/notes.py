@@ -311,9 +311,9 @@ def check(project: Project, math_check: Callable[[str], str | None] | None = Non
 
 
 def _anchors(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> list[Anchor]:
-    """Notes first, then prose references on the pages, then the map's: what :func:`all_anchors` and
-    :func:`check` both list; ``math_check`` vets the notes' math before the pages are read."""
-    from annotate import framework_map, references  # they sit beside notes; imported late to keep load cheap
+    """Notes first, then prose references on the pages, then the map's, then the experiments' edits: what
+    :func:`all_anchors` and :func:`check` both list; ``math_check`` vets the notes' math before the pages are read."""
+    from annotate import experiments, framework_map, references  # they sit beside notes; imported late
 
     root = project.root if isinstance(project, Project) else project
     vendored = _vendored_once(project)
@@ -321,7 +321,7 @@ def _anchors(project: Project | Path, math_check: Callable[[str], str | None] | 
     if math_check is not None:
         vet_math(files, math_check)
     return (note_anchors(files) + [r.anchor for r in references.scan_references(project, vendored)]
-            + framework_map.map_anchors(root))
+            + framework_map.map_anchors(root) + experiments.experiment_anchors(root))
 
 
 def _vendored_once(project: Project | Path) -> list[str]:

@@ -41,6 +41,7 @@ from annotate.docs_math import render_page_math
 from annotate.errors import UserError
 from annotate.pages import diagrams, extras, lesson_values
 from annotate.pages.generate import generate
+from annotate.pages.experiment_page import experiment_pages
 from annotate.pages.map_page import MAP_URI, render_map
 from annotate.pages.nav import site_nav
 from annotate.pages.snapshot import Snapshot, build_snapshot
@@ -106,15 +107,17 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             log.warning(line)
         for line in review.notices:   # device traces cannot be re-recorded here: reported, never fatal
             notice_log.warning(line)
+        lab = _plugin_error(lambda: experiment_pages(self.root, facts.sources))
         site = _plugin_error(lambda: generate(facts, self.katex.render, self.katex.check,
-                                              extras.providers(facts.traces, facts.files), prefetch=self.katex.prefetch))
+                                              extras.providers(facts.traces, facts.files, lab.compare_links()),
+                                              prefetch=self.katex.prefetch))
         three = None if facts.map_rows is None else render_map(facts.map_rows, facts, traces=facts.traces)
         if three:
             site.pages[MAP_URI] = three.markdown
         assets = _plugin_error(lambda: site_assets(self.root))
         traced = _plugin_error(lambda: trace_pages(facts.traces, facts.sources, facts.files))
-        self._report([*site.problems, *facts.reference_problems, *(three.problems if three else [])])
-        for uri, text in {**site.pages, **site.files, **traced.pages, **traced.files}.items():
+        self._report([*site.problems, *facts.reference_problems, *(three.problems if three else []), *lab.problems])
+        for uri, text in {**site.pages, **site.files, **traced.pages, **traced.files, **lab.pages, **lab.files}.items():
             files.append(File.generated(config, uri, content=text))
         for uri, asset in assets.items():
             files.append(File.generated(config, uri, abs_src_path=str(asset)))

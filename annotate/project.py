@@ -60,6 +60,8 @@ class Project:
     VENDOR_DIR: ClassVar[str] = "vendor"
     #: the three-framework map's data
     MAP_DIR: ClassVar[str] = "map"
+    #: what-if experiments: one YAML file each, edits by anchor (annotate/experiments.py)
+    EXPERIMENTS_DIR: ClassVar[str] = "experiments"
     #: git-ignored working files (downloaded wheels, output locks, computed claims)
     CACHE_DIR: ClassVar[str] = ".cache"
 
@@ -106,7 +108,8 @@ class Project:
     @property
     def watched(self) -> tuple[Path, ...]:
         """What `annotate serve` watches besides docs_dir (MkDocs watches that one itself)."""
-        return tuple(self.root / folder for folder in (self.VENDOR_DIR, self.NOTES_DIR, self.TRACES_DIR, self.MAP_DIR))
+        return tuple(self.root / folder for folder in (self.VENDOR_DIR, self.NOTES_DIR, self.TRACES_DIR, self.MAP_DIR,
+                                                      self.EXPERIMENTS_DIR))
 
     def rel(self, path: Path) -> str:
         """``path`` as messages name it: root-relative POSIX when inside the root, else as given."""
@@ -149,7 +152,7 @@ def project_inputs(root: Path) -> tuple[str, ...]:
 def _inputs(docs_label: str) -> tuple[str, ...]:
     """The input folders, root-relative and once each, of a project whose pages are in ``docs_label``."""
     return tuple(dict.fromkeys((docs_label, Project.NOTES_DIR, Project.VENDOR_DIR, Project.TRACES_DIR,
-                                Project.MAP_DIR, ".git")))
+                                Project.MAP_DIR, Project.EXPERIMENTS_DIR, ".git")))
 
 
 def _read_yaml(config_file: Path) -> dict[str, Any]:

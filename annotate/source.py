@@ -205,6 +205,22 @@ def parse(text: str, path: str = "<string>") -> SourceFile:
     return model
 
 
+def syntax_error_line(text: str) -> int | None:
+    """The first line (1-based) tree-sitter finds an error or a missing token on; None when ``text`` parses.
+
+    An experiment's edited file goes through here before anything runs it (annotate/experiments.py)."""
+    root = _parser().parse(text.encode("utf-8")).root_node
+    if not root.has_error:
+        return None
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.type == "ERROR" or node.is_missing:
+            return node.start_point[0] + 1
+        stack.extend(reversed([c for c in node.children if c.has_error or c.is_missing or c.type == "ERROR"]))
+    return root.start_point[0] + 1
+
+
 class _Walker:
     """Walks the tree once, filling a SourceFile's symbols and statements."""
 

@@ -20,6 +20,14 @@ LAYERNORM_NOTES = "notes/nanovllm/layers/layernorm.py.yml"
 MAP = "map/decoder-block.yml"
 
 
+_EXPERIMENT = """\
+title: {{zh: 实验, en: experiment}}
+hypothesis: {{zh: 假设, en: hypothesis}}
+edits:
+  - {{file: nanovllm/layers/layernorm.py, symbol: {symbol}, statement: x = x.float(), replace: {replace}}}
+"""
+
+
 @dataclass(frozen=True)
 class Row:
     """One bad input: how to make it, the command that meets it, and what annotate must say."""
@@ -525,4 +533,16 @@ ROWS: tuple[Row, ...] = (
     Row("checkpoint", "--init-method 却没有 --tp", "--init-method without --tp",
         ("trace", "--preset", "tiny", "--init-method", "tcp://127.0.0.1:1", "--out", "{t}/out"),
         "only a --tp run"),
+    # experiments (experiments/NAME.yml): refused before anything is traced or written
+    Row("experiment", "没有这个实验文件", "no such experiment file", ("experiment", "nope"),
+        "experiment 'nope': no experiments/nope.yml"),
+    Row("experiment", "改动的锚点已消失", "an edit whose anchor vanished", ("experiment", "x"),
+        "experiments/x.yml: edit 1: nanovllm/layers/layernorm.py: RMSNorm.gone › 'x = x.float()': vanished",
+        write("experiments/x.yml", _EXPERIMENT.format(symbol="RMSNorm.gone", replace="x = x.float().clone()").encode())),
+    Row("experiment", "替换语句无法解析", "a replacement that does not parse", ("experiment", "x"),
+        "experiments/x.yml: edit 1: the edited nanovllm/layers/layernorm.py does not parse",
+        write("experiments/x.yml", _EXPERIMENT.format(symbol="RMSNorm.rms_forward", replace="'x = (x'").encode())),
+    Row("experiment", "实验文件没有改动", "an experiment file without edits", ("experiment", "x"),
+        "experiments/x.yml: $.edits: expected at least one edit, got none",
+        write("experiments/x.yml", b"title: {zh: t, en: t}\nedits: []\n")),
 )

@@ -28,7 +28,8 @@ GROUPS = {"output": "会被替换的输出 · Outputs that would be replaced",
           "vendor": "严格构建发布的源码 · What a strict build publishes",
           "notes": "注释与文档 · Notes and pages",
           "trace": "构建读取的 trace · Traces a build reads",
-          "checkpoint": "检查点与 trace 参数 · Checkpoints and trace options"}
+          "checkpoint": "检查点与 trace 参数 · Checkpoints and trace options",
+          "experiment": "实验文件 · Experiment files"}
 
 
 def snapshot(*folders: Path) -> dict[str, str]:

@@ -151,14 +151,15 @@ class FakeServer:
         self.app = app
 
 
-def test_serve_watches_vendor_notes_traces_and_map(project: Path) -> None:
+def test_serve_watches_vendor_notes_traces_map_and_experiments(project: Path) -> None:
     (project / "traces").mkdir()
+    (project / "experiments").mkdir()
     plugin = AnnotatePlugin()
     plugin.root, plugin.project = project, Project.load(project)
     server = FakeServer()
     plugin.on_serve(server, None, None)
     assert [Path(p).name for p in server.watched] == [f.name for f in plugin.project.watched] == [
-        "vendor", "notes", "traces", "map"]
+        "vendor", "notes", "traces", "map", "experiments"]
 
 
 def test_serve_answers_a_nul_byte_in_the_path_with_400_not_a_traceback(project: Path, tmp_path: Path, caplog) -> None:

@@ -47,7 +47,7 @@ def test_docs_and_site_dir_are_read_relative_to_the_config(tmp_path: Path) -> No
     project = Project.load(root)
     assert project.docs_dir == root.resolve() / "pages" and project.docs_label == "pages"
     assert project.site_dir == root.resolve() / "out/web"
-    assert project.watched == tuple(root.resolve() / f for f in ("vendor", "notes", "traces", "map"))
+    assert project.watched == tuple(root.resolve() / f for f in ("vendor", "notes", "traces", "map", "experiments"))
     assert project.inputs[0] == "pages" and "docs" not in project.inputs
     assert project_inputs(root) == project.inputs
 

@@ -308,6 +308,30 @@ def test_apply_refuses_a_lock_changed_since_planning(project, upstream):
     assert snapshot(project) == before
 
 
+EXPERIMENT = """\
+title: {zh: 标题, en: Title}
+hypothesis: {zh: 假设, en: Hypothesis}
+edits:
+  - file: nanovllm/layers/layernorm.py
+    symbol: RMSNorm.rms_forward
+    statement: x = x.float()
+    replace: x = x.float().clone()
+"""
+
+
+def test_an_experiment_edit_whose_symbol_is_deleted_is_reported_vanished(project, upstream):
+    """Experiment anchors follow a vendor update like notes: the real collector (annotate.notes.all_anchors)
+    lists them, and an edit of a deleted symbol is vanished, named by its experiment file and edit."""
+    repo, shas = upstream
+    (project / "experiments").mkdir()
+    (project / "experiments" / "copy.yml").write_text(EXPERIMENT, encoding="utf-8")
+    plan = update.plan_update(project, str(repo), shas["delete"])
+    edit = [r for r in plan.anchors if r.anchor.origin == "experiments/copy.yml: edit 1"]
+    assert [r.state for r in edit] == ["vanished"]
+    assert "experiments/copy.yml: edit 1" in update.render(plan, applied=False)
+    assert update.plan_update(project, str(repo), shas["insert"]).anchors[-1].state == "unchanged"
+
+
 # --- the command line -----------------------------------------------------------------------------
 
 

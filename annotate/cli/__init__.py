@@ -22,6 +22,8 @@ Journeys:
   annotate vendor update     move the pin to another upstream commit and report what the notes do
   annotate check             resolve every note and prose reference against the vendored code
   annotate trace             run the real (compiled) nano-vllm Qwen3 and record every line's values
+  annotate experiment NAME   change nano-vllm by anchor (experiments/NAME.yml) on a scratch copy and trace it
+  annotate budget --model D  memory and disk a trace of a local checkpoint needs (refuses with --memory GiB)
   annotate build / serve     build or serve the site (MkDocs, with this project's plugin)
 """
 
@@ -36,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     from annotate.cli import vendor
 
     vendor.register(sub)
-    for name in ("site", "trace"):
+    for name in ("site", "trace", "experiment", "budget"):
         module = vendor.optional_module(f"annotate.cli.{name}")
         if module is not None:
             module.register(sub)

@@ -55,13 +55,15 @@ class NoExtras:
         return {}
 
 
-def providers(traces: TraceSet, files: Mapping[str, FileFacts]) -> list[LineExtras]:
-    """The providers active for this build: the values panel when ``traces/`` holds a trace, and HF's
-    traced lines on HF's page when the trace recorded them against today's bytes of ``files``."""
+def providers(traces: TraceSet, files: Mapping[str, FileFacts],
+              experiments: dict[str, list[tuple[str, str]]] | None = None) -> list[LineExtras]:
+    """The providers active for this build: the values panel when ``traces/`` holds a trace (its panels
+    link to the ``experiments`` editing their file), and HF's traced lines on HF's page when the trace
+    recorded them against today's bytes of ``files``."""
     from annotate.pages.hf_values import HfValues
     from annotate.pages.values import ValuesPanel
 
     if not traces.views:
         return []
     hf = HfValues(traces, files)   # HF transformers' own traced lines, on its page
-    return [ValuesPanel(traces), *([hf] if hf.by_line else [])]
+    return [ValuesPanel(traces, experiments or {}), *([hf] if hf.by_line else [])]

@@ -15,8 +15,9 @@ ORDER: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     (None, ("lesson.md", "diagrams.md", "map.md")),
     ("源码 · Source", ("source/",)),
     ("运行值 · Trace", ("trace/", "values.md")),
+    ("实验 · Experiments", ("experiments/", "lab.md", "route.md")),
     ("速查 · Reference", ("reference/",)),
-    ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md", "refuses.md")),
+    ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md", "experiment-format.md", "refuses.md")),
 )
 #: the annotated files in the order the lesson reads them: first in the Source section, so the
 #: theme's previous / next links lead from the lesson through them

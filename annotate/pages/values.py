@@ -43,6 +43,11 @@ def script_uri(path: str, trace_key: str) -> str:
     return f"{SOURCE_DIR}/{path}.values-{safe}.js"
 
 
+def compare_anchor(path: str, line: int) -> str:
+    """The id an experiment page gives the first row of vendored ``path``'s baseline line ``line``."""
+    return "cmp-" + re.sub(r"[^A-Za-z0-9_-]", "_", path) + f"-L{line}"
+
+
 def doc_href(path: str, doc: str) -> str:
     """A built-page URL from the source page of `path` to a hand-written page (raw HTML, not Markdown)."""
     return relative(page_src_uri(path), doc.removesuffix(".md") + ".html")
@@ -53,6 +58,9 @@ class ValuesPanel:
     """Values panels for the source pages of every file the traces recorded."""
 
     traces: TraceSet
+    #: vendored file -> (experiment page URI, title) of the experiments that edit it: each panel of its
+    #: page links "对照实验 compare with experiment" to them (annotate/pages/experiment_page.py)
+    experiments: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     _ends: dict[str, dict[int, list[int]]] = field(default_factory=dict, repr=False)
 
     # -- the LineExtras protocol
@@ -140,7 +148,13 @@ class ValuesPanel:
                 f'data-trace="{esc(trace)}" data-layer="{layer}">'
                 f'<summary><span class="an-values-tag">L{start} 值 values</span>'
                 f'<span class="an-brief">{esc(summary)}</span></summary>'
-                f'<div class="an-values-body">{controls}</div></details>')
+                f'<div class="an-values-body">{controls}{self._compare(path, start)}</div></details>')
+
+    def _compare(self, path: str, start: int) -> str:
+        """Links to the experiments that edit this file, at this line's rows ('' when none does)."""
+        links = [f'<a class="an-compare" href="{esc(relative(page_src_uri(path), uri.removesuffix(".md") + ".html"))}'
+                 f'#{esc(compare_anchor(path, start))}">{esc(title)}</a>' for uri, title in self.experiments.get(path, [])]
+        return f'<p class="an-compare-line">对照实验 compare with experiment: {" · ".join(links)}</p>' if links else ""
 
     @staticmethod
     def panel_template(path: str) -> str:

@@ -80,6 +80,8 @@ class TraceOptions:
     tp: int = 1
     #: the torch.distributed rendezvous of a --tp run (None: 127.0.0.1 on a free port)
     init_method: str | None = None
+    #: import nano-vllm from this folder instead of <root>/vendor/nano-vllm (an experiment's edited copy)
+    vendored: Path | None = None
 
 
 #: the defaults of every option (a preset trace: its depth and length come from the preset)

@@ -253,9 +253,9 @@ def record_rank(rank: int, opts: TraceOptions) -> None:
 
     rt = runtime.build_runtime(opts)
     try:
-        mods = runtime.import_vendored(opts.root, rt.device.type)
+        mods = runtime.import_vendored(opts.root, rt.device.type, runtime.traced_root(opts))
         runtime.run_prefill(rt)   # compile
-        rec = Recorder(rt.model, mods, runtime.vendor_root(opts.root), parallel=True)
+        rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=True)
         with rec.recording():
             runtime.run_prefill(rt)
         rec.uninstall()
@@ -343,9 +343,9 @@ def tp1_records(opts: TraceOptions) -> list[Any]:
     runtime.init_process_group()   # a one-rank group again
     rt = runtime.build_runtime(dataclasses.replace(opts, tp=1, init_method=None))
     try:
-        mods = runtime.import_vendored(opts.root, rt.device.type)
+        mods = runtime.import_vendored(opts.root, rt.device.type, runtime.traced_root(opts))
         runtime.run_prefill(rt)
-        rec = Recorder(rt.model, mods, runtime.vendor_root(opts.root), parallel=True)
+        rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=True)
         with rec.recording():
             runtime.run_prefill(rt)
         rec.uninstall()

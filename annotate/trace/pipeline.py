@@ -36,6 +36,7 @@ class TraceRequest:
     force: bool = False
     full_tensors: bool = False
     if_stale: bool = False
+    experiment: dict[str, Any] | None = None  # an experiment's edits, stored in the trace (annotate/experiments.py)
 
 
 @dataclass
@@ -121,7 +122,7 @@ def run_trace(req: TraceRequest, progress: Progress, launch: Launch | None = Non
     root = req.options.root
     opts = dataclasses.replace(req.options, layers=effective_layers(req.options))
     out = req.out or default_out(req.options, root)
-    facts = provenance.vendor_facts(root)
+    facts = provenance.vendor_facts(root, opts.vendored)
     key = inputs_key(req, facts)
     with guard.output_lock(root, out, "--out"):  # also puts back a trace an interrupted swap moved aside
         if req.if_stale and out.exists():
@@ -162,14 +163,14 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
             progress: Progress, interrupted: Callable[[], None] = lambda: None,
             hooks: RankHooks | None = None) -> TraceResult:
     root = opts.root
-    mods = runtime.import_vendored(root, rt.device.type)
+    mods = runtime.import_vendored(root, rt.device.type, runtime.traced_root(opts))
     first_module = len(capture.modules)
     before = internals.dynamo_counts()
     with progress.step("compile", "first prefill: torch.compile (Inductor) of the fused functions"):
         plain = runtime.run_prefill(rt)
     interrupted()
     compiled = _delta(internals.dynamo_counts(), before)
-    rec = Recorder(rt.model, mods, runtime.vendor_root(root), parallel=opts.tp > 1)
+    rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=opts.tp > 1)
     before = internals.dynamo_counts()
     with progress.step("record", "second prefill under the line recorder, replaying compiled bodies eagerly"):
         with rec.recording():
@@ -202,6 +203,8 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
                     "compiled_vs_eager": assemble.compiled_summary(checks),
                     "flow": assemble.flow_payload(records), "hf_lines": hf_lines},
     }
+    if req.experiment is not None:
+        payload["experiment"] = req.experiment
     if hooks is not None:
         hooks.extend(payload, tensors, rec, rt, ref, ranks)
     interrupted()

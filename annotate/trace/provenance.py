@@ -14,11 +14,12 @@ from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, line_hashes, read_loc
 from annotate.vendoring.sync import local_paths
 
 
-def vendor_hashes(root: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+def vendor_hashes(root: Path, folder: Path | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
     """The sha256 of every vendored file, and per vendored Python file the hash of every line (the
     lock's scheme): how a trace, which holds no source text, finds its statements again on later
-    bytes (annotate/trace/placement.py). Each file is read once for both."""
-    vendor = root / VENDOR_DIR
+    bytes (annotate/trace/placement.py). Each file is read once for both. ``folder`` replaces
+    vendor/nano-vllm (an experiment's edited copy: the facts are those of the bytes really traced)."""
+    vendor = folder or root / VENDOR_DIR
     files: dict[str, str] = {}
     lines: dict[str, list[str]] = {}
     for rel in local_paths(vendor):   # sorted
@@ -29,14 +30,14 @@ def vendor_hashes(root: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
     return files, lines
 
 
-def vendor_facts(root: Path) -> dict[str, Any]:
+def vendor_facts(root: Path, folder: Path | None = None) -> dict[str, Any]:
     """Upstream pin and source from the lock (if present) plus the sha256 of every local vendored file.
 
     `mismatched` lists files whose local bytes differ from the lock's `source.files` hash (or that
     one side lacks); a missing lock is reported as `lock: null`, not an error, an unreadable or
     invalid one as `lock: "unreadable: <why>"`.
     """
-    local, lines = vendor_hashes(root)
+    local, lines = vendor_hashes(root, folder)
     lock_path = root / LOCK_NAME
     facts: dict[str, Any] = {"root": VENDOR_DIR, "files": local, "line_hashes": lines,
                              "lock": None, "upstream": None, "source": None, "mismatched": None}

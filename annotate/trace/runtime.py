@@ -72,9 +72,14 @@ def vendor_root(root: Path) -> Path:
     return path
 
 
-def import_vendored(root: Path, device: str) -> dict[str, Any]:
-    """Import the vendored modules (from vendor/nano-vllm on sys.path, never installed)."""
-    vroot = str(vendor_root(root))
+def traced_root(opts: TraceOptions) -> Path:
+    """The folder nano-vllm is imported from: ``--vendored`` (an experiment's edited scratch copy) or vendor/."""
+    return opts.vendored.resolve() if opts.vendored is not None else vendor_root(opts.root)
+
+
+def import_vendored(root: Path, device: str, folder: Path | None = None) -> dict[str, Any]:
+    """Import the vendored modules (from vendor/nano-vllm, or ``folder``, on sys.path, never installed)."""
+    vroot = str(folder or vendor_root(root))
     if vroot not in sys.path:
         sys.path.insert(0, vroot)
     if device == "cpu":
@@ -105,7 +110,7 @@ def init_process_group() -> None:
 
 
 TEMP_PREFIX = "annotate-"
-_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg|tp)-(\d+)-")
+_TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg|tp|exp)-(\d+)-")
 
 
 def sweep_temp(base: Path | None = None) -> list[Path]:
@@ -270,6 +275,19 @@ def _check_weight(file: Path, handle: Any, name: str, shape: tuple[int, ...]) ->
         raise UserError(f"{file}: {name}: dtype {tensor.dtype}, expected a float dtype; {REDOWNLOAD}")
     if not bool(torch.isfinite(tensor).all()):
         raise UserError(f"{file}: {name}: holds NaN or infinite values; {REDOWNLOAD}")
+
+
+def check_memory(opts: TraceOptions, config: dict[str, Any], layers: int, device: torch.device) -> None:
+    """On CUDA, refuse a run whose weights (twice: nano-vllm and the HF reference) and activations exceed the
+    free device memory (annotate/trace/budget.py), before anything is loaded."""
+    if device.type != "cuda":
+        return
+    from annotate.trace import budget
+
+    tokens = opts.tokens or default_tokens(opts)
+    free, _ = torch.cuda.mem_get_info(device)
+    budget.check_fits(budget.estimate(config, layers, tokens, opts.dtype), free, torch.cuda.get_device_name(device),
+                      f"--model {opts.model}", opts.dtype)
 
 
 def preset_config(preset: Preset, layers: int, dtype: str) -> dict[str, Any]:
@@ -469,6 +487,7 @@ def build_runtime(opts: TraceOptions) -> Runtime:
     tmp: tempfile.TemporaryDirectory | None = None
     config, layers, folder, label = resolve_model(opts)
     if opts.model is not None:
+        check_memory(opts, config, layers, device)   # before a single weight is read
         check_weights(opts.model, config, layers)
     tokens = resolve_tokens(opts, int(config["max_position_embeddings"]), default_tokens(opts))
     ids, source = prompt_ids(opts, int(config["vocab_size"]), tokens, opts.model)
@@ -476,7 +495,7 @@ def build_runtime(opts: TraceOptions) -> Runtime:
         raise UserError(f"--prompt: {len(ids)} tokens is beyond the position limit {config['max_position_embeddings']}; shorten it")
     kernels.capture()  # before anything can compile: Dynamo compiles each function once per process
     sweep_temp()
-    mods = import_vendored(opts.root, device.type)
+    mods = import_vendored(opts.root, device.type, traced_root(opts))
     init_process_group()
     try:
         if folder is None:

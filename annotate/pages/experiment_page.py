@@ -1,0 +1,250 @@
+"""The experiment pages: one per ``experiments/<name>.yml`` plus an index (本地实验 · Experiments).
+
+Each page shows the hypothesis, every edit as old statement → new statement linked to its line on
+today's source page, the verdict computed from the data (:mod:`annotate.pages.experiment_data`),
+which identities held and broke, a plot of ‖residual‖ and ‖hidden_states‖ per layer (baseline vs
+experiment) and, per layer, every traced line's values side by side. Without a recorded experiment
+trace (or its baseline) the page says which command records it. Nothing here is upstream text but
+the single statements the experiment file cites.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from annotate import experiments as ex
+from annotate.anchors import resolve
+from annotate.errors import UserError
+from annotate.links import page_url
+from annotate.pages.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
+from annotate.pages.lab_page import lab_pages
+from annotate.pages.tracefmt import esc, num
+from annotate.pages.values import compare_anchor
+from annotate.project import Project
+from annotate.source import SourceFile, normalise
+from annotate.trace.reference import MATH_VARS
+
+FOLDER = "experiments"
+EXPERIMENTS_INDEX = f"{FOLDER}/index.md"
+TRACES = f"{Project.TRACES_DIR}/experiments"
+
+
+@dataclass
+class ExperimentPages:
+    """Pages and SVG files (docs-relative URI -> text), and anchor problems for the strict build."""
+
+    pages: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+    touched: dict[str, list[str]] = field(default_factory=dict)  # vendored file -> experiment names editing it
+    titles: dict[str, str] = field(default_factory=dict)  # experiment name -> "zh · en" title
+
+    def compare_links(self) -> dict[str, list[tuple[str, str]]]:
+        """Vendored file -> (page URI, title) of each experiment editing it (the values panels' compare links)."""
+        return {path: [(page_uri(n), self.titles[n]) for n in names] for path, names in self.touched.items()}
+
+
+def page_uri(name: str) -> str:
+    return f"{FOLDER}/{name}.md"
+
+
+def experiment_pages(root: Path, sources: Mapping[str, SourceFile]) -> ExperimentPages:
+    """Every experiment's page and the index; a bad experiment file raises its one-line UserError."""
+    out = ExperimentPages()
+    found = ex.load_experiments(root)
+    for experiment in found:
+        out.titles[experiment.name] = f"{experiment.title.zh} · {experiment.title.en}"
+        for path in experiment.files:
+            out.touched.setdefault(path, []).append(experiment.name)
+        lines = _edit_lines(experiment, sources, out.problems)
+        comparison = _comparison(root, experiment.name)
+        if comparison is not None and (stale := stale_files(root, comparison.experiment)):
+            out.problems.append(f"{TRACES}/{experiment.name}: recorded against other bytes of {', '.join(stale)}; "
+                                f"re-record it with `annotate experiment {experiment.name} --force`")
+            comparison = None
+        uri = page_uri(experiment.name)
+        if comparison is not None:
+            out.files[f"{FOLDER}/{experiment.name}.svg"] = experiment_norms_svg(comparison)
+        out.pages[uri] = render(experiment, lines, comparison, uri)
+    out.pages[EXPERIMENTS_INDEX] = index(found, root)
+    out.pages.update(lab_pages(root, found))   # 本地实验 · On your own GPU, and the route
+    return out
+
+
+def _edit_lines(experiment: ex.Experiment, sources: Mapping[str, SourceFile], problems: list[str]) -> list[int | None]:
+    """Today's line of each edit's anchor; an anchor that no longer resolves is a problem (strict: fatal)."""
+    lines: list[int | None] = []
+    for edit in experiment.edits:
+        got = resolve(edit.anchor, sources.get(edit.anchor.path))
+        if not got.ok or got.span is None:
+            problems.append(f"{edit.anchor.origin}: {edit.anchor.label}: {got.describe()}")
+            lines.append(None)
+        else:
+            lines.append(got.span[0])
+    return lines
+
+
+def stale_files(root: Path, block: dict) -> list[str]:
+    """Edited files whose bytes today differ from those the experiment was applied to (its trace's record)."""
+    from annotate.vendoring.lock import VENDOR_DIR, sha256_bytes
+
+    vendor = root / VENDOR_DIR
+    return sorted(p for p, digest in (block.get("baseline_files") or {}).items()
+                  if not (vendor / p).is_file() or sha256_bytes((vendor / p).read_bytes()) != digest)
+
+
+def _comparison(root: Path, name: str) -> ExperimentComparison | None:
+    """The experiment trace beside its baseline, or None when either is not recorded (yet)."""
+    folder = root / TRACES / name
+    if not (folder / "trace.json").is_file():
+        return None
+    from annotate.trace.store import read_payload
+
+    block = read_payload(folder).get("experiment") or {}
+    baseline = root / str(block.get("baseline", ""))
+    if not block.get("baseline") or not (baseline / "trace.json").is_file():
+        return None
+    try:
+        return compare_traces(baseline, folder)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"{folder}: cannot compare it with {baseline} ({exc}); re-record it with "
+                        f"`annotate experiment {name} --force`") from None
+
+
+def render(experiment: ex.Experiment, lines: list[int | None], comparison: ExperimentComparison | None, uri: str) -> str:
+    """The Markdown of one experiment page."""
+    t, h = experiment.title, experiment.hypothesis
+    parts = [f"---\ntitle: {esc(t.zh)} · {esc(t.en)}\n---\n# {esc(t.zh)} · {esc(t.en)}\n",
+             f'<p class="an-exp-hypothesis" lang="zh">假设：{esc(h.zh)}</p>\n'
+             f'<p class="an-exp-hypothesis" lang="en">Hypothesis: {esc(h.en)}</p>\n',
+             "## 改动 · The edit\n", _edits(experiment, lines, uri)]
+    if comparison is None:
+        parts.append(f'\n<p class="an-exp-missing">还没有这个实验的轨迹 — not recorded yet: run '
+                     f"<code>annotate experiment {esc(experiment.name)}</code> (after its baseline "
+                     "<code>annotate trace</code>; <code>make site</code> runs both).</p>\n")
+        return "\n".join(parts)
+    zh, en = comparison.verdict()
+    broken, restored = (sum(1 for f in comparison.fates if f.broke), sum(1 for f in comparison.fates if f.gained))
+    parts += [f'## 结论 · Verdict\n\n<p class="an-exp-verdict" data-broken="{broken}" data-restored="{restored}">'
+              f"{esc(zh)}<br>{esc(en)}</p>\n",
+              f"基线 baseline：<code>traces/{esc(comparison.baseline_key)}</code>（{esc(comparison.dtype)}）；"
+              f"实验 experiment：<code>{TRACES}/{esc(experiment.name)}</code>。" + _final(comparison) + "\n",
+              "## 恒等式 · Identities\n", _fates(comparison),
+              "## ‖residual‖ 与 ‖hidden_states‖ · over layers\n",
+              f'<div class="an-figure"><img src="{esc(experiment.name)}.svg" '
+              f'alt="norm of residual and hidden_states per layer, baseline vs experiment" width="640"></div>\n',
+              "## 逐行对照 · Line by line\n", _rows(comparison, uri)]
+    return "\n".join(parts)
+
+
+def _edits(experiment: ex.Experiment, lines: list[int | None], uri: str) -> str:
+    items = []
+    for edit, line in zip(experiment.edits, lines):
+        a = edit.anchor
+        where = (f'<a href="{esc(page_url(uri, a.path, line))}">{esc(a.path)}:{line}</a>' if line is not None
+                 else f"{esc(a.path)} (锚点失效 anchor unresolved)")
+        new = "<br>".join(f"<code>{esc(normalise(r))}</code>" for r in edit.replacement)
+        items.append(f'<li class="an-exp-edit">{where} · <code>{esc(a.symbol)}</code><br>'
+                     f'<del><code>{esc(normalise(a.statement or ""))}</code></del> → <ins>{new}</ins></li>')
+    return '<ul class="an-exp-edits">' + "".join(items) + "</ul>\n"
+
+
+def _final(c: ExperimentComparison) -> str:
+    base, exp = c.final
+    if not base or not exp:
+        return ""
+    return (f" 最终输出与 HF 的相对 L2 距离 final output vs HF (rel L2)：基线 baseline {num(base.get('rel'))}，"
+            f"实验 experiment {num(exp.get('rel'))}。")
+
+
+def _fates(c: ExperimentComparison) -> str:
+    rows = []
+    for fate in c.fates:
+        parts = []
+        if fate.broke:
+            parts.append(f"不成立 broken: layers {', '.join(map(str, fate.broke))}")
+        if fate.gained:
+            parts.append(f"恢复 restored: layers {', '.join(map(str, fate.gained))}")
+        status = "; ".join(parts) or "成立 holds"
+        state = "broken" if fate.broke else "restored" if fate.gained else "held"
+        rows.append(f'<tr class="an-exp-fate" data-key="{esc(fate.key)}" data-state="{state}">'
+                    f"<td>{esc(fate.label)}</td><td>{esc(status)}</td>"
+                    f"<td>{esc(', '.join(map(str, fate.held)) or '—')}</td></tr>")
+    return ('<div class="an-exp-scroll"><table class="an-exp-fates"><thead><tr><th>恒等式 identity</th>'
+            "<th>实验中 in the experiment</th><th>两次都成立的层 layers holding in both</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></div>\n")
+
+
+def _ids(keys: tuple[str, ...]) -> str:
+    out = []
+    for k in keys:
+        key, layer = k.split("@")
+        out.append(MATH_VARS[key].label.format(l=layer) if key in MATH_VARS else key)
+    return ", ".join(out) or "—"
+
+
+def _rows(c: ExperimentComparison, uri: str) -> str:
+    layers = sorted({r.layer for r in c.rows if r.layer is not None})
+    blocks = []
+    anchored: set[str] = set()
+    for layer in [None, *layers]:
+        mine = [r for r in c.rows if r.layer == layer]
+        if not mine:
+            continue
+        title = "层外 outside layers" if layer is None else f"第 {layer} 层 layer {layer}"
+        body = "".join(_row(r, uri, anchored) for r in mine)
+        blocks.append(f'<details class="an-exp-layer"{" open" if layer == 0 else ""}><summary>{title}</summary>'
+                      '<div class="an-exp-scroll"><table class="an-exp-rows"><thead><tr><th>行 line</th><th>变量 var</th>'
+                      "<th>基线 ‖·‖ baseline</th><th>实验 ‖·‖ experiment</th><th>max |Δ| (ulp)</th>"
+                      "<th>基线 identified</th><th>实验 identified</th></tr></thead><tbody>"
+                      + body + "</tbody></table></div></details>")
+    return "\n".join(blocks) + "\n"
+
+
+def _row(r: ComparedRow, uri: str, anchored: set[str]) -> str:
+    """One table row; the first row of each line carries the id the values panels' compare links use."""
+    broke = ' class="an-exp-broke"' if r.broke else ""
+    anchor = compare_anchor(r.file, r.line)
+    if anchor not in anchored:
+        anchored.add(anchor)
+        broke += f' id="{esc(anchor)}"'
+    ulps = "—" if r.ulps is None else f"{r.ulps:.0f}" if math.isfinite(r.ulps) else "∞"
+    return (f'<tr{broke}><td><a href="{esc(page_url(uri, r.file, r.line))}">{esc(r.file.rsplit("/", 1)[-1])}:{r.line}</a> '
+            f"<small>{esc(r.function)}</small></td><td><code>{esc(r.var)}</code></td><td>{num(r.base_norm)}</td>"
+            f"<td>{num(r.exp_norm) if r.exp_norm is not None else '—'}</td><td>{ulps}</td>"
+            f"<td>{esc(_ids(r.base_ids))}</td><td>{esc(_ids(r.exp_ids))}</td></tr>")
+
+
+def experiment_norms_svg(c: ExperimentComparison) -> str:
+    """‖residual‖ and ‖hidden_states‖ leaving each layer, baseline (solid) vs experiment (dashed)."""
+    from annotate.pages.plots import _figure, _svg
+
+    fig, ax = _figure()
+    for name, marker in zip(PLOTTED, "os"):
+        base, exp = c.norms[name]
+        xs = list(range(len(base)))
+        ax.plot(xs, base, marker=marker, label=f"{name} baseline")
+        ax.plot(xs, exp, marker=marker, linestyle="--", label=f"{name} experiment")
+    ax.set_xlabel("layer ℓ")
+    ax.set_ylabel("‖·‖₂")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{c.experiment.get('name', '')}: baseline vs experiment, {c.dtype}", fontsize=9)
+    return _svg(fig)
+
+
+def index(found: list[ex.Experiment], root: Path) -> str:
+    """The experiments' index: what each changes and whether it is recorded."""
+    rows = []
+    for x in found:
+        recorded = (root / TRACES / x.name / "trace.json").is_file()
+        rows.append(f"| [{esc(x.title.zh)} · {esc(x.title.en)}]({esc(x.name)}.md) | "
+                    f"{'已记录 recorded' if recorded else '未记录 not recorded'} | `annotate experiment {esc(x.name)}` |")
+    return ("---\ntitle: 实验 · Experiments\n---\n# 实验：改一行真代码 · Experiments on the real code\n\n"
+            "每个实验在 nano-vllm 的一个临时副本上按锚点改动一两条语句，用与基线相同的选项重新运行并记录轨迹，"
+            "再把每个值和每个恒等式与未改动的运行对照。`vendor/` 从不被修改。"
+            " Each experiment changes a statement or two of a scratch copy of nano-vllm by anchor, re-traces it with "
+            "the baseline's options, and sets every value and identity beside the unchanged run's. `vendor/` is never "
+            "touched.\n\n| 实验 experiment | 状态 status | 命令 command |\n| --- | --- | --- |\n" + "\n".join(rows) + "\n")

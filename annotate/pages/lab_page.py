@@ -1,0 +1,160 @@
+"""Two generated pages beside the experiments: 本地实验 · On your own GPU, and 复习与实战路线 · Route.
+
+The lab page gives the commands for one consumer GPU (an RTX 4070 Ti, 12 GiB) and what each run needs,
+computed by annotate/trace/budget.py from the Qwen3-0.6B shape (the ``qwen3-0.6b`` preset's config),
+with the recorder's share measured from the default trace when it is recorded. The route page orders
+lesson → source exercises → closed-book check → the experiments → one's own GPU run; its progress
+(ticks, and the lesson's self-assessment) is read from and kept in this browser's localStorage only
+(docs/js/route.js).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from annotate.experiments import Experiment
+from annotate.pages.tracefmt import esc
+
+LAB_URI = "lab.md"
+ROUTE_URI = "route.md"
+#: the device the lab page is written for, and its memory in GiB
+GPU, GPU_GIB = "RTX 4070 Ti", 12
+#: prompt lengths the lab page budgets
+LAB_TOKENS = (32, 512, 2048)
+#: the lesson's self-assessment store (docs/lesson.md `data-store`), which the route page reads
+SELF_ASSESSMENT_STORE = "annotate.lesson.decoder-block.v1"
+
+
+_HEADER = ("| dtype | tokens | 权重 weights | 激活 activations | 记录 recorded | 显存 device memory | 磁盘：检查点 disk: "
+           "checkpoint | 磁盘：轨迹 disk: trace (--full-tensors) | {gib} GB |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def lab_pages(root: Path, found: list[Experiment]) -> dict[str, str]:
+    """The lab and route pages (docs-relative URI -> Markdown)."""
+    return {LAB_URI: lab_page(root, found), ROUTE_URI: route_page(found)}
+
+
+def _budget_rows(root: Path) -> tuple[str, str]:
+    """Markdown rows of the budget table, and where the recorder's share came from."""
+    from annotate.trace import budget, runtime
+    from annotate.trace.options import PRESETS
+
+    preset = PRESETS["qwen3-0.6b"]
+    config = runtime.preset_config(preset, preset.num_hidden_layers, "bfloat16")
+    units = budget.measured_units(root)
+    rows = []
+    for dtype in ("bfloat16", "float32"):
+        for tokens in LAB_TOKENS:
+            b = budget.estimate(config, preset.num_hidden_layers, tokens, dtype, units)
+            fits = b.device_memory <= GPU_GIB * budget.GIB and b.recorded is not None
+            verdict = ("✓ 装得下 fits" if fits else "✗ 装不下 does not fit" if b.device_memory > GPU_GIB * budget.GIB
+                       else "? 记录部分未测 recorder's share not measured")
+            rows.append(f"| {dtype} | {tokens} | {budget.gib(b.weights)} | {budget.gib(b.activations)} | "
+                        f"{budget.gib(b.recorded) if b.recorded is not None else '—'} | {budget.gib(b.device_memory)} | "
+                        f"{budget.gib(b.checkpoint_disk)} | {budget.gib(b.trace_disk) if b.trace_disk is not None else '—'} | "
+                        f"{verdict} |")
+    source = (f"记录部分按默认轨迹实测：每个 token 每层 {units:.1f} 个 hidden 大小的向量 — the recorder's share is measured "
+              f"from the default trace: {units:.1f} hidden-sized vectors per token and layer."
+              if units is not None else
+              "默认轨迹尚未记录，记录部分没有计入 — the default trace is not recorded yet, so the recorder's share is "
+              "not counted (run `annotate trace`).")
+    return "\n".join(rows), source
+
+
+def lab_page(root: Path, found: list[Experiment]) -> str:
+    rows, source = _budget_rows(root)
+    runs = "\n".join(f"annotate experiment {esc(x.name)} --device cuda --model ~/models/Qwen3-0.6B --force" for x in found)
+    return f"""---
+title: 本地实验 · On your own GPU
+---
+# 本地实验 · On your own GPU ({GPU}, {GPU_GIB} GB)
+
+在自己的一块消费级显卡上用真实的 Qwen3 权重记录轨迹、运行五个实验并构建站点。下面的命令假定检查点在
+`~/models/Qwen3-0.6B`（`config.json`、`*.safetensors` 和分词器文件）。
+*Record traces of real Qwen3 weights on one consumer GPU, run the five experiments there and build the site. The commands
+assume a checkpoint in `~/models/Qwen3-0.6B` (`config.json`, `*.safetensors`, the tokenizer files).*
+
+## 1. 先算一算 · First, the budget
+
+```sh
+annotate budget --model ~/models/Qwen3-0.6B --tokens 512 --memory {GPU_GIB}
+```
+
+它只读 `config.json`，给出下表这样的数字；放不下时直接拒绝。`annotate trace --device cuda` 在加载任何权重之前做同样的检查。
+*It reads `config.json` only and prints numbers like the table below, refusing when the run will not fit;
+`annotate trace --device cuda` makes the same check before loading any weight.*
+
+Qwen3-0.6B 的形状（28 层），权重各存一份给 nano-vllm 和 HF 参照实现；激活按一层的峰值计（注意力分数按完整矩阵计，是上限）。{source}
+*The Qwen3-0.6B shape (28 layers); the weights are held twice, by nano-vllm and the HF reference; activations are one
+layer's peak (attention scores counted as a full matrix: an upper bound).*
+
+{_HEADER.format(gib=GPU_GIB)}
+{rows}
+
+## 2. 记录基线 · Record the baseline
+
+```sh
+annotate trace --device cuda --model ~/models/Qwen3-0.6B --prompt "你好，世界" --out traces/cuda-qwen3
+annotate trace --device cuda --model ~/models/Qwen3-0.6B --tokens 512
+```
+
+## 3. 五个实验 · The five experiments
+
+每个实验用与基线相同的选项运行（命令行选项覆盖实验文件里的 `baseline:`），结果写入 `traces/experiments/NAME`。
+*Each runs with the baseline's options (command-line options override the file's `baseline:`), into
+`traces/experiments/NAME`.*
+
+```sh
+{runs}
+```
+
+## 4. 构建站点 · Build the site
+
+```sh
+annotate build && python3 -m http.server -d site   # 或直接打开 or open site/index.html
+```
+
+另见 See also: [实验 · Experiments](experiments/index.md) · [复习与实战路线 · Route](route.md) ·
+[实验文件格式 · The experiment format](experiment-format.md)
+"""
+
+
+def route_page(found: list[Experiment]) -> str:
+    """Lesson → exercises → closed-book check → experiments → own GPU run, with ticks kept in this browser."""
+    steps = [("lesson", "课程：两个变量的数据流", "The lesson: the flow of two variables", "lesson.md#1-the-textbook-block", ""),
+             ("exercises", "源码练习", "Source exercises", "lesson.md#8-source-exercises", ""),
+             ("closed-book", "闭卷自测", "Closed-book self-check", "lesson.md#9-closed-book-self-check", ""),
+             *((f"exp-{x.name}", f"实验：{x.title.zh}", f"Experiment: {x.title.en}", f"experiments/{x.name}.md",
+                f"annotate experiment {x.name}") for x in found),
+             ("gpu", "在自己的 GPU 上运行", "A run on your own GPU", "lab.md", "annotate budget --model DIR --memory 12")]
+    items = []
+    for key, zh, en, link, command in steps:
+        cmd = f" <code>{esc(command)}</code>" if command else ""
+        items.append(f'<li data-step="{esc(key)}"><label><input type="checkbox" data-step="{esc(key)}"> '
+                     f'<a href="{esc(_html(link))}">{esc(zh)} · {esc(en)}</a></label>{cmd}</li>')
+    return f"""---
+title: 复习与实战路线 · Route
+---
+# 复习与实战路线 · A route for review and practice
+
+按顺序走：先读课程，做源码练习和闭卷自测，再跑五个实验，最后在自己的 GPU 上运行。勾选完成的步骤；
+自我评估（课程第 10 节）的结果也显示在这里。
+*In order: read the lesson, do the source exercises and the closed-book check, run the five experiments, then a run on
+your own GPU. Tick the steps you have done; your self-assessment (lesson §10) shows here too.*
+
+<div class="an-route" data-store="annotate.route.v1" data-selfassess="{SELF_ASSESSMENT_STORE}" markdown="0">
+<p class="an-route-privacy"><strong>只保存在本浏览器。</strong>勾选只写入这个浏览器的 localStorage，不会发送到任何地方。<br>
+<em>Stored only in this browser (localStorage). Nothing is sent anywhere.</em></p>
+<ol class="an-route-steps">
+{chr(10).join(items)}
+</ol>
+<p class="an-route-progress" role="status">进度 progress: <span class="an-route-done">0</span> / {len(steps)}</p>
+<p class="an-route-selfassess">自我评估 self-assessment: <span class="an-route-sa">还没有 none yet</span>
+(<a href="lesson.html#10-self-assessment">课程第 10 节 lesson §10</a>)</p>
+</div>
+"""
+
+
+def _html(link: str) -> str:
+    """A docs-relative Markdown link as the built page's URL (raw HTML links are not rewritten by MkDocs)."""
+    page, _, anchor = link.partition("#")
+    return page.removesuffix(".md") + ".html" + (f"#{anchor}" if anchor else "")

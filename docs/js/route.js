@@ -1,0 +1,45 @@
+/* Route page (复习与实战路线): ticks saved in this browser's localStorage only, and the lesson's
+   self-assessment (docs/js/lesson.js writes it) shown beside them. Nothing is sent anywhere. */
+(function () {
+  "use strict";
+  function storage() {
+    try {
+      var probe = "annotate.route.probe";
+      window.localStorage.setItem(probe, "1");
+      window.localStorage.removeItem(probe);
+      return window.localStorage;
+    } catch (e) { return null; }   // file:// or private mode may refuse: the page still works, unsaved
+  }
+  function read(store, key) {
+    try { return JSON.parse((store && store.getItem(key)) || "{}") || {}; } catch (e) { return {}; }
+  }
+  var WORDS = { "0": "还不行 not yet", "1": "大致可以 mostly", "2": "能讲给别人听 could teach it" };
+  function init(box) {
+    var store = storage();
+    var key = box.getAttribute("data-store");
+    var saved = read(store, key);
+    var boxes = box.querySelectorAll("input[type=checkbox][data-step]");
+    function count() {
+      var done = 0;
+      for (var i = 0; i < boxes.length; i++) { if (boxes[i].checked) { done++; } }
+      box.querySelector(".an-route-done").textContent = String(done);
+    }
+    for (var i = 0; i < boxes.length; i++) {
+      boxes[i].checked = !!saved[boxes[i].getAttribute("data-step")];
+      boxes[i].addEventListener("change", function (ev) {
+        saved[ev.target.getAttribute("data-step")] = ev.target.checked;
+        if (store) { store.setItem(key, JSON.stringify(saved)); }
+        count();
+      });
+    }
+    count();
+    var sa = read(store, box.getAttribute("data-selfassess"));
+    var parts = Object.keys(sa).sort().map(function (k) { return k + ": " + (WORDS[sa[k]] || sa[k]); });
+    if (parts.length) { box.querySelector(".an-route-sa").textContent = parts.join(" · "); }
+  }
+  function start() {
+    var boxes = document.querySelectorAll(".an-route");
+    for (var i = 0; i < boxes.length; i++) { init(boxes[i]); }
+  }
+  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", start); } else { start(); }
+})();

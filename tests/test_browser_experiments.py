@@ -1,0 +1,137 @@
+"""The experiment pages and the panels' compare action in real headless Chromium (file://), phone and desktop.
+
+The site is built from a scratch project holding this checkout's experiments/ and traces (after `make site`:
+the baselines and traces/experiments/); without them, the session's tiny trace is the baseline and the
+ReLU experiment is recorded once in a fresh process (the edited package cannot share this process).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from annotate.anchors import Anchor, resolve
+from annotate.notes import Sources
+from annotate.pages.values import compare_anchor
+from annotate.trace.store import find_traces
+
+from browser_helpers import DESKTOP, PHONE, visiting
+
+pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]
+pytestmark = pytest.mark.browser
+
+pytest.importorskip("playwright.sync_api")
+
+REPO = Path(__file__).resolve().parents[1]
+NAME = "3-relu"
+ACTIVATION = "nanovllm/layers/activation.py"
+TINY = "cpu-bfloat16-tiny-4L-12T"
+
+
+@pytest.fixture(scope="module")
+def lab_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    from annotate.cli.site import build_site
+    from site_fixtures import copy_project_with_trace
+
+    root = copy_project_with_trace(tmp_path_factory.mktemp("lab") / "project", *find_traces(REPO))
+    shutil.copytree(REPO / "experiments", root / "experiments")
+    recorded = REPO / "traces" / "experiments" / NAME
+    if recorded.is_dir() and (root / "traces" / TINY).is_dir():
+        shutil.copytree(recorded, root / "traces" / "experiments" / NAME)
+    else:
+        if not (root / "traces" / TINY).is_dir():
+            shutil.copytree(request.getfixturevalue("tiny_trace").out, root / "traces" / TINY)
+        done = subprocess.run([sys.executable, "-m", "annotate", "--root", str(root), "experiment", NAME, "--quiet"],
+                              capture_output=True, text=True, timeout=900, env={**os.environ})
+        assert done.returncode == 0, done.stderr
+    build_site(root, root / "site", strict=True)
+    return root / "site"
+
+
+def _line() -> int:
+    got = resolve(Anchor(ACTIVATION, "SiluAndMul.forward", "return F.silu(x) * y"), Sources(REPO).get(ACTIVATION))
+    assert got.span is not None
+    return got.span[0]
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_experiment_page_shows_the_edit_and_the_verdict(browser, lab_site: Path, artifacts: Path, viewport: dict) -> None:
+    with visiting(browser, lab_site, viewport) as v:
+        v.open(f"experiments/{NAME}.html")
+        assert "ReLU" in v.page.title()
+        verdict = v.page.locator(".an-exp-verdict")
+        assert "no longer holds from layer 0 on" in verdict.inner_text() and "第 0 层" in verdict.inner_text()
+        # the MLP identity broke from layer 0 (found from the data), x₁ still held in layer 0
+        assert v.page.locator('.an-exp-fate[data-key="mlp"]').get_attribute("data-state") == "broken"
+        assert "0" in v.page.locator('.an-exp-fate[data-key="x1"] td').nth(2).inner_text()
+        assert v.page.locator("img[src$='.svg']").evaluate("img => img.complete && img.naturalWidth > 0")
+        assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        v.shot(artifacts, f"experiment-{NAME}-{viewport['width']}")
+        link = v.page.locator(".an-exp-edit a").first
+        assert link.get_attribute("href").endswith(f"source/{ACTIVATION}.html#L{_line()}")
+        link.click()
+        v.page.wait_for_selector(f"#L{_line()}.an-hl")
+        assert v.non_local() == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_panel_compare_action_opens_the_experiment_at_the_line(browser, lab_site: Path, artifacts: Path,
+                                                                viewport: dict) -> None:
+    line = _line()
+    with visiting(browser, lab_site, viewport) as v:
+        v.open(f"source/{ACTIVATION}.html", f"#L{line}")
+        v.page.click(f"#L{line} .an-code")
+        panel = v.page.locator(f"#values-L{line}")
+        panel.wait_for(state="visible")
+        compare = panel.locator(f'a.an-compare[href*="experiments/{NAME}.html"]')
+        assert compare.count() == 1 and "对照实验" in panel.locator(".an-compare-line").inner_text()
+        compare.click()
+        anchor = compare_anchor(ACTIVATION, line)
+        v.page.wait_for_url(f"**/experiments/{NAME}.html#{anchor}")
+        row = v.page.locator(f"#{anchor}")
+        assert row.count() == 1
+        row.scroll_into_view_if_needed()
+        assert row.is_visible()
+        v.shot(artifacts, f"experiment-compare-{viewport['width']}")
+        assert v.non_local() == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_lab_page_has_the_commands_and_the_budget(browser, lab_site: Path, artifacts: Path, viewport: dict) -> None:
+    with visiting(browser, lab_site, viewport) as v:
+        v.open("lab.html")
+        assert "本地实验" in v.page.title()
+        text = v.page.locator("article").inner_text()
+        assert "annotate budget --model ~/models/Qwen3-0.6B" in text and "--device cuda" in text
+        assert "annotate experiment 3-relu --device cuda" in text
+        rows = v.page.locator("article table tbody tr")
+        assert rows.count() == 6 and "GiB" in rows.first.inner_text()
+        assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        v.shot(artifacts, f"lab-{viewport['width']}")
+        assert v.non_local() == []
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_route_keeps_progress_in_this_browser(browser, lab_site: Path, artifacts: Path, viewport: dict) -> None:
+    with visiting(browser, lab_site, viewport) as v:
+        v.open("lesson.html", "#10-self-assessment")
+        v.page.check('input[name="sa-flow"][value="2"]')              # the lesson's own self-assessment
+        v.open("route.html")
+        steps = v.page.locator(".an-route input[type=checkbox]")
+        assert steps.count() == 9                                       # lesson, exercises, check, 5 experiments, GPU
+        assert "flow: 能讲给别人听 could teach it" in v.page.locator(".an-route-sa").inner_text()
+        steps.nth(0).check()
+        steps.nth(3).check()
+        assert v.page.locator(".an-route-done").inner_text() == "2"
+        v.page.reload()
+        v.page.wait_for_load_state("load")
+        assert v.page.locator(".an-route-done").inner_text() == "2" and steps.nth(3).is_checked()
+        href = v.page.locator('.an-route li[data-step="exp-1-unfused"] a').get_attribute("href")
+        assert href == "experiments/1-unfused.html"
+        assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
+        v.shot(artifacts, f"route-{viewport['width']}")
+        assert v.non_local() == []

@@ -1,0 +1,123 @@
+"""The experiment page and its data: identities' fates and the verdict come from the rows, text is escaped."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from annotate.experiments import parse_experiment
+from annotate.pages.experiment_data import ComparedRow, ExperimentComparison, fates
+from annotate.pages.experiment_page import experiment_pages, render
+from annotate.pages.values import compare_anchor
+
+REPO = Path(__file__).resolve().parents[1]
+TEXT = """\
+title: {zh: 标题 <b>, en: Title & co}
+hypothesis: {zh: 假设, en: Hypothesis <script>}
+baseline: {preset: tiny}
+edits:
+  - {file: nanovllm/layers/activation.py, symbol: SiluAndMul.forward, statement: return F.silu(x) * y,
+     replace: return F.relu(x) * y}
+"""
+FLOW = "Qwen3DecoderLayer.forward"
+
+
+def row(var: str, layer: int, base: tuple[str, ...], exp: tuple[str, ...], ulps: float | None = 1.0,
+        line: int = 156) -> ComparedRow:
+    return ComparedRow(FLOW, "nanovllm/models/qwen3.py", line, layer, 0, var, 2.0, 2.5, ulps, base, exp)
+
+
+def comparison(rows: list[ComparedRow], final: tuple[dict, dict] = ({}, {})) -> ExperimentComparison:
+    return ExperimentComparison({"name": "t"}, "cpu-bfloat16-tiny-4L-12T", "bfloat16", rows, fates(rows),
+                                {"residual": ([1.0], [1.0]), "hidden_states": ([1.0], [1.0])}, final)
+
+
+def test_every_identity_holding_is_an_unchanged_flow() -> None:
+    c = comparison([row("residual", 0, ("x1@0",), ("x1@0",), 2.0), row("residual", 1, ("x1@1",), ("x1@1",), 0.0)])
+    assert c.verdict() == ("数据流不变：每个恒等式都成立（1 个），max 2 ulp。",
+                           "The flow is unchanged: every identity holds (1), max 2 ulp.")
+
+
+def test_a_broken_identity_names_its_first_layer() -> None:
+    rows = [row("residual", 0, ("x1@0",), ()), row("residual", 1, ("x1@1",), ()),
+            row("hidden_states", 0, ("rmsnorm1@0",), ("rmsnorm1@0",), line=152)]
+    c = comparison(rows, ({"rel": 0.012}, {"rel": 1.4}))
+    zh, en = c.verdict()
+    assert en == "x₁⁽ℓ⁾ no longer holds from layer 0 on; broken: x₁⁽ℓ⁾. Final output vs HF (rel L2): 0.012 → 1.4."
+    assert zh.startswith("x₁⁽ℓ⁾ 从第 0 层起不再成立")
+    assert [(f.key, f.held, f.broke) for f in c.fates] == [("rmsnorm1", (0,), ()), ("x1", (), (0, 1))]
+
+
+def test_an_identity_only_the_experiment_has_is_restored() -> None:
+    """float32 aliasing fixed: the baseline's residual was wrongly RMSNorm₁(x); now it is x₁ again."""
+    rows = [row("residual", 0, ("rmsnorm1@0",), ("x1@0",)), row("hidden_states", 0, ("rmsnorm1@0",), ("rmsnorm1@0",))]
+    c = comparison(rows)
+    assert [(f.key, f.held, f.broke, f.gained) for f in c.fates] == [("rmsnorm1", (0,), (), ()), ("x1", (), (), (0,))]
+    assert c.verdict()[1] == "Identities restored: x₁⁽ℓ⁾ (not holding in the baseline)."
+
+
+def test_page_escapes_text_links_the_edit_and_anchors_rows() -> None:
+    experiment = parse_experiment(TEXT, "t", "experiments/t.yml")
+    c = comparison([row("residual", 0, ("x1@0",), ())])
+    page = render(experiment, [14], c, "experiments/t.md")
+    assert "标题 &lt;b&gt; · Title &amp; co" in page and "<script>" not in page
+    assert 'href="../source/nanovllm/layers/activation.py.html#L14"' in page
+    assert "<del><code>return F.silu(x) * y</code></del> → <ins><code>return F.relu(x) * y</code></ins>" in page
+    assert f'id="{compare_anchor("nanovllm/models/qwen3.py", 156)}"' in page
+    assert 'data-broken="1"' in page and 'src="t.svg"' in page
+
+
+def test_page_without_a_trace_says_how_to_record_it() -> None:
+    experiment = parse_experiment(TEXT, "t", "experiments/t.yml")
+    page = render(experiment, [None], None, "experiments/t.md")
+    assert "annotate experiment t" in page and "锚点失效 anchor unresolved" in page
+
+
+def test_the_shipped_experiments_have_pages_and_compare_links(tmp_path: Path) -> None:
+    from annotate.notes import Sources
+
+    sources = Sources(REPO)
+    got = experiment_pages(REPO, _Mapping(sources))
+    assert got.problems == []
+    assert {f"experiments/{n}.md" for n in ("1-unfused", "2-layernorm", "3-relu", "4-no-residual",
+                                            "5-float32-alias", "index")} <= set(got.pages)
+    links = got.compare_links()
+    assert [uri for uri, _ in links["nanovllm/layers/activation.py"]] == ["experiments/3-relu.md"]
+
+
+class _Mapping(dict):
+    """Sources as the build's Mapping (parsed on first use)."""
+
+    def __init__(self, sources) -> None:
+        super().__init__()
+        self.sources = sources
+
+    def get(self, key, default=None):
+        return self.sources.get(key)
+
+
+def test_an_experiment_recorded_against_other_bytes_is_stale(tmp_path: Path) -> None:
+    from annotate.pages.experiment_page import stale_files
+    from annotate.vendoring.lock import sha256_bytes
+
+    vendor = tmp_path / "vendor" / "nano-vllm" / "nanovllm"
+    vendor.mkdir(parents=True)
+    (vendor / "a.py").write_bytes(b"x = 1\n")
+    block = {"baseline_files": {"nanovllm/a.py": sha256_bytes(b"x = 1\n"), "nanovllm/gone.py": "0" * 64}}
+    assert stale_files(tmp_path, block) == ["nanovllm/gone.py"]
+    (vendor / "a.py").write_bytes(b"x = 2\n")
+    assert stale_files(tmp_path, block) == ["nanovllm/a.py", "nanovllm/gone.py"]
+
+
+def test_an_edit_anchor_that_stopped_resolving_is_a_build_problem() -> None:
+    """The plugin reports these problems; a strict build fails on them (annotate/plugin.py `_report`)."""
+    from annotate.notes import Sources
+    from annotate.source import parse
+
+    path = "nanovllm/layers/activation.py"
+    today = Sources(REPO).get(path)
+    assert today is not None
+    changed = parse(today.text.replace("F.silu(x) * y", "F.silu(x) * y * 1"), path)
+    sources = _Mapping(Sources(REPO))
+    sources.sources.cache[path] = changed
+    got = experiment_pages(REPO, sources)
+    assert [p.split(": changed")[0] for p in got.problems] == [
+        "experiments/3-relu.yml: edit 1: nanovllm/layers/activation.py: SiluAndMul.forward › 'return F.silu(x) * y'"]
