@@ -144,6 +144,8 @@ def _fused(fam: Family, mods: dict[str, Any], trace: Any) -> None:
 
 
 def _matches(var: Any, key: str, layer: int) -> dict[str, Any] | None:
+    if var.identity.get("status") != "match":   # an ambiguous identity names candidates, not a ≡
+        return None
     return next((m for m in var.identity.get("matches") or [] if m["key"] == key and m["layer"] == layer), None)
 
 

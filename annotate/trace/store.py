@@ -2,7 +2,7 @@
 
 A trace is a directory (default `traces/cpu`):
 
-    <trace>/trace.json            format "annotate-trace", version 2 — everything the site shows,
+    <trace>/trace.json            format "annotate-trace", version 3 — everything the site shows,
                                   and no source text: statements are referred to by file, line and
                                   the vendored files' line hashes (annotate/trace/placement.py)
     <trace>/tensors.safetensors   optional full tensors, keyed by the `tensor` field of a variable
@@ -35,9 +35,10 @@ from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
 
 TRACE_FORMAT = "annotate-trace"
-VERSION = 2
-#: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text ignored
-READABLE = (1, 2)
+VERSION = 3
+#: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text ignored;
+#: 2 has no identification margin (no runner-up, no "ambiguous"): read, but a strict build refuses its ≡
+READABLE = (1, 2, 3)
 JSON_NAME = "trace.json"
 TENSORS_NAME = "tensors.safetensors"
 BANDWIDTH_NAME = "bandwidth.json"
@@ -51,10 +52,13 @@ ADD_RMS = "RMSNorm.add_rms_forward"
 
 
 def identity_label(identity: dict[str, Any]) -> str:
-    """The label of a variable's `identity`: `x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer of that shape)."""
+    """The label of a variable's `identity`: `x₂⁽1⁾ = x⁽2⁾`, `ambiguous: x⁽0⁾ | x⁽0⁾/RMS(x⁽0⁾)`,
+    `no match`, or `—` (no peer of that shape)."""
     status = identity.get("status")
     if status == "match":
         return " = ".join(m["label"] for m in identity["matches"])
+    if status == "ambiguous":
+        return "ambiguous: " + " | ".join(m["label"] for m in identity["matches"])
     return "no match" if status == "no match" else "—"
 
 
@@ -73,16 +77,18 @@ class VarRecord:
     absmax: float
     head: list[float]
     tensor: str | None            # key in tensors.safetensors, when saved
-    identity: dict[str, Any]      # {"status": "match"|"no match"|"no candidate", "matches": [...], "nearest": ...}
+    identity: dict[str, Any]      # {"status": "match"|"ambiguous"|"no match"|"no candidate", "matches": [...],
+    #                               "nearest", "runner_up", "margin", "required", "tolerance"}
     aliases: list[str] = field(default_factory=list)       # other names sharing its storage
     same_memory: list[str] = field(default_factory=list)   # other names that are literally the same tensor
     same_copy_as: dict[str, Any] | None = None   # {"record", "var"}: an earlier record holding the same copy
 
     @property
     def matched(self) -> dict[str, Any] | None:
-        """The best matching math variable (`key`, `layer`, `label`, `latex`, `max_abs`, `max_ulps`, …) or None."""
+        """The math variable this tensor is ≡ to (`key`, `layer`, `label`, `latex`, `max_abs`, `max_ulps`, …),
+        or None (ambiguous, no match, no candidate)."""
         m = self.identity.get("matches") or []
-        return m[0] if m else None
+        return m[0] if m and self.identity.get("status") == "match" else None
 
     @property
     def label(self) -> str:
