@@ -22,12 +22,22 @@ FRAMEWORKS = {"nano-vllm": "nano-vllm", "transformers": "HF transformers", "vllm
 FIX = f"fix {MAP_FILE} (see its header comment for the format)"
 
 
+#: for which dtypes a cell's `holds` is stated: `bfloat16` (the default trace's dtype), or `both` when it is
+#: as true in float32 (a cell with a `float32` mapping says what differs there instead)
+DTYPES = ("bfloat16", "both")
+
+
 @dataclass(frozen=True)
 class MapCell:
+    """One framework's statements for a step; `holds` (var → math value after it) is true in `dtype`,
+    `float32` says what the variables hold instead in a float32 run, where that differs."""
+
     anchors: tuple[Anchor, ...]
     holds: dict[str, str] = field(default_factory=dict)
     zh: str = ""
     en: str = ""
+    dtype: str = "bfloat16"
+    float32: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -70,11 +80,21 @@ def _row(value: Any, at: codec.At) -> Row:
 def _cell(value: Any, at: codec.At, step: str, framework: str) -> MapCell:
     cell = codec.obj(value, at)
     anchors = codec.field(cell, "anchors", at, codec.array)
-    holds = {k: codec.string(v, at.key("holds").key(k)) for k, v in
-             codec.field(cell, "holds", at, codec.obj, {}).items() if k != "__line__"}
+    holds, float32 = (_mapping(cell, key, at) for key in ("holds", "float32"))
+    dtype = codec.field(cell, "dtype", at, lambda v, a: codec.string(v, a, "|".join(DTYPES), " or ".join(DTYPES)),
+                        "bfloat16")
+    if dtype == "both" and float32:
+        at.key("dtype").fail("bfloat16 when the cell says what float32 holds", dtype)
     return MapCell(anchors=tuple(_anchor(a, at.key("anchors").index(i), f"{MAP_FILE}: {step} › {framework}")
                               for i, a in enumerate(anchors)),
-                holds=holds, zh=codec.field(cell, "zh", at, _text, ""), en=codec.field(cell, "en", at, _text, ""))
+                holds=holds, zh=codec.field(cell, "zh", at, _text, ""), en=codec.field(cell, "en", at, _text, ""),
+                dtype=dtype, float32=float32)
+
+
+def _mapping(cell: dict[str, Any], key: str, at: codec.At) -> dict[str, str]:
+    """A cell's variable → math value mapping (`holds`, `float32`)."""
+    return {k: codec.string(v, at.key(key).key(k)) for k, v in codec.field(cell, key, at, codec.obj, {}).items()
+            if k != "__line__"}
 
 
 def _anchor(value: Any, at: codec.At, origin: str) -> Anchor:
