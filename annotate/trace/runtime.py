@@ -355,6 +355,14 @@ def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> 
     return sd
 
 
+def trace_weights(meta: dict[str, Any]) -> dict[str, torch.Tensor] | None:
+    """The generated checkpoint a preset trace ran on, regenerated from the config, seed and dtype its meta
+    names (same seed → same bytes); None for a trace of a --model checkpoint (not regenerable here)."""
+    if meta["model"].get("kind") != "preset":
+        return None
+    return random_state_dict(meta["model"]["config"], int(meta["seed"]), getattr(torch, meta["dtype"]))
+
+
 def _embedding(vocab: int, hidden: int, g: torch.Generator) -> torch.Tensor:
     """N(0, 1) rows scaled to a token RMS log-uniform in EMBED_RMS, with MASSIVE_CHANNELS large channels."""
     low, high = EMBED_RMS
