@@ -131,3 +131,15 @@ def test_the_map_states_its_smaller_facts(rows, facts) -> None:
     for framework in ("nano-vllm", "vllm"):
         assert "x₁ (bf16)" in _cell(html, "x1-and-norm", framework)
         assert "forms x₁" in _cell(html, "x2", framework)
+
+
+def test_the_identities_table_says_when_a_value_is_a_replayed_float32_one() -> None:
+    from annotate.pages.map_page import _how_compared
+    from values_fixtures import mini
+
+    trace = mini()
+    line = next(r.line for r in trace.records if r.function == "RMSNorm.add_rms_forward" and r.kind == "line"
+                and r.var("x") is not None and r.var("x").dtype == "float32")     # the fp32 sum (x₂ or x₁)
+    said = _how_compared(trace, "nanovllm/layers/layernorm.py", line, "x")
+    assert "a value of the eager replay" in said and "float32 value compared after rounding to bfloat16" in said
+    assert _how_compared(trace, "nanovllm/models/qwen3.py", 156, "residual") == ""   # a traced bf16 value

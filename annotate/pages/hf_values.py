@@ -58,6 +58,8 @@ def hf_equals(entry: dict[str, Any]) -> str:
     """What an HF row's variable equals: `≡ x⁽0⁾/RMS(x⁽0⁾)`, `无法区分 ambiguous: a | b`, or no match."""
     if entry.get("status") == "ambiguous":
         return "无法区分 ambiguous: " + " | ".join(entry.get("ambiguous") or [])
+    if entry.get("status") == "no candidate":   # e.g. q_norm, k_norm: per-head shapes no peer variable has
+        return "无对照 no peer tensor"
     return f"≡ {entry['label']}" if entry.get("label") else "无匹配 no match"
 
 

@@ -97,6 +97,20 @@ def _nano_hits(trace: Any, lines: dict[str, set[int]], key: str) -> tuple[str, i
     return best[1] if best else None
 
 
+def _how_compared(trace: Any, path: str, line: int, var: str) -> str:
+    """What kind of value a nano-vllm hit is, when it is not a plain traced one: a value of the eager replay
+    of a compiled body, and one held in float32 but compared after rounding to the run's dtype."""
+    recs = trace.at(path, line)
+    words = []
+    if any(r.source == "replay" for r in recs):
+        words.append("eager 重放的值 a value of the eager replay")
+    held = next((v.dtype for r in recs if (v := r.var(var)) is not None), None)
+    if held == "float32" and trace.meta.get("dtype") != "float32":
+        words.append(f"float32 值舍入到 {trace.meta.get('dtype')} 后比较 the float32 value compared after rounding to "
+                     f"{trace.meta.get('dtype')}")
+    return f'<br><span class="an-map-how">（{html.escape("；".join(words))}）</span>' if words else ""
+
+
 def _hf_hit(hf: dict[str, Any], lines: set[int], key: str) -> tuple[int, str] | None:
     """The map line of HF whose traced variable is `key` in the most layers (found by comparison)."""
     found: dict[tuple[int, str], set[int]] = {}
@@ -142,7 +156,8 @@ def _identities(rows: Sequence[Row], facts: Snapshot, traces: TraceSet) -> str:
         if nano:
             path, line, var, per_layer = nano
             cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, path, line))}">'
-                         f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code></td>')
+                         f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code>'
+                         f'{_how_compared(trace, path, line, var)}</td>')
             cells.append("<td>" + "; ".join(f"ℓ{layer}: {d:.3g} ({u:g} ulp)" for layer, d, u in per_layer) + "</td>")
         else:
             cells += ["<td>—</td>", "<td>—</td>"]
