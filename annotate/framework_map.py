@@ -23,12 +23,22 @@ FRAMEWORKS = {"nano-vllm": "nano-vllm", "transformers": "HF transformers", "vllm
 FIX = f"fix {MAP_FILE} (see its header comment for the format)"
 
 
+#: for which dtypes a cell's `holds` is stated: `bfloat16` (the default trace's dtype), or `both` when it is
+#: as true in float32 (a cell with a `float32` mapping says what differs there instead)
+DTYPES = ("bfloat16", "both")
+
+
 @dataclass(frozen=True)
 class MapCell:
+    """One framework's statements for a step; `holds` (var → math value after it) is true in `dtype`,
+    `float32` says what the variables hold instead in a float32 run, where that differs."""
+
     anchors: tuple[Anchor, ...]
     holds: dict[str, str] = field(default_factory=dict)
     zh: str = ""
     en: str = ""
+    dtype: str = "bfloat16"
+    float32: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,7 @@ class Row:
 #: the keys each level of the map file may hold (a mistyped key is refused, never ignored)
 TOP_KEYS = ("columns", "rows")
 ROW_KEYS = ("step", "zh", "en", "cells")
-CELL_KEYS = ("anchors", "holds", "zh", "en")
+CELL_KEYS = ("anchors", "holds", "dtype", "float32", "zh", "en")
 ANCHOR_KEYS = ("file", "symbol", "statement", "nth")
 #: a step is the row's HTML id (`#step-…`, linked from the lesson): letters, digits and dashes
 STEP = r"[A-Za-z0-9][A-Za-z0-9_-]*"
@@ -114,11 +124,21 @@ def _cell(value: Any, at: codec.At, step: str, framework: str) -> MapCell:
     cell = codec.obj(value, at)
     _known(cell, CELL_KEYS, at)
     anchors = codec.field(cell, "anchors", at, codec.array)
-    holds = {k: codec.string(v, at.key("holds").key(k)) for k, v in
-             codec.field(cell, "holds", at, codec.obj, {}).items() if k != "__line__"}
+    holds, float32 = (_mapping(cell, key, at) for key in ("holds", "float32"))
+    dtype = codec.field(cell, "dtype", at, lambda v, a: codec.string(v, a, "|".join(DTYPES), " or ".join(DTYPES)),
+                        "bfloat16")
+    if dtype == "both" and float32:
+        at.key("dtype").fail("bfloat16 when the cell says what float32 holds", dtype)
     return MapCell(anchors=tuple(_anchor(a, at.key("anchors").index(i), f"{MAP_FILE}: {step} › {framework}")
                               for i, a in enumerate(anchors)),
-                holds=holds, zh=codec.field(cell, "zh", at, _text, ""), en=codec.field(cell, "en", at, _text, ""))
+                holds=holds, zh=codec.field(cell, "zh", at, _text, ""), en=codec.field(cell, "en", at, _text, ""),
+                dtype=dtype, float32=float32)
+
+
+def _mapping(cell: dict[str, Any], key: str, at: codec.At) -> dict[str, str]:
+    """A cell's variable → math value mapping (`holds`, `float32`)."""
+    return {k: codec.string(v, at.key(key).key(k)) for k, v in codec.field(cell, key, at, codec.obj, {}).items()
+            if k != "__line__"}
 
 
 def _anchor(value: Any, at: codec.At, origin: str) -> Anchor:

@@ -36,7 +36,7 @@ def rows():
 def test_every_step_has_the_three_frameworks_and_resolves(rows, facts) -> None:
     steps = [r.step for r in rows]
     assert steps == ["embedding", "first-input-norm", "fused-input-norm", "attention", "x1-and-norm", "gate-up",
-                     "silu-mul", "down", "x2", "returns", "final-norm"]
+                     "silu-mul", "down", "x2", "returns", "layer-loop", "final-norm"]
     assert all(set(r.cells) == set(FRAMEWORKS) for r in rows)
     page = render_map(rows, facts)
     assert page.problems == []
@@ -134,7 +134,7 @@ def test_a_repeated_statement_without_nth_fails_check_with_its_occurrences(proje
 @pytest.mark.parametrize("old, new, says", [
     ("    zh: 词嵌入\n", "    zh: 词嵌入\n    stpe: typo\n", "$.rows[0].stpe: unknown key; expected one of step, zh, en, cells"),
     ("        holds: {hidden_states: 'x⁽⁰⁾'}\n", "        hold: {hidden_states: 'x⁽⁰⁾'}\n",
-     "$.rows[0].cells[\"nano-vllm\"].hold: unknown key; expected one of anchors, holds, zh, en"),
+     "$.rows[0].cells[\"nano-vllm\"].hold: unknown key; expected one of anchors, holds, dtype, float32, zh, en"),
     ("statement: residual = hidden_states, nth: 0}", "statement: residual = hidden_states, nht: 0}",
      ".anchors[0].nht: unknown key; expected one of file, symbol, statement, nth"),
     ("columns: [nano-vllm, transformers, vllm]\n", "columns: [nano-vllm, transformers, vllm]\nrow: []\n",
@@ -176,3 +176,49 @@ def test_a_symlinked_map_is_refused_without_reading_its_target(project: Path, tm
     assert main(["--root", str(project), "check", "--no-claims", "--no-math"]) != 0
     line = _one_error(capsys)
     assert f"{MAP_FILE}: is a symbolic link" in line and "TOP-SECRET" not in line and "hunter2" not in line
+
+
+def _cell(html: str, step: str, framework: str) -> str:
+    row = re.search(rf'<tr id="step-{step}">.*?</tr>', html).group(0)
+    return re.search(rf'<td data-framework="{framework}">.*?</td>', row).group(0)
+
+
+def test_every_holds_names_its_dtype_and_float32_cells_link_the_float32_trace(rows, facts) -> None:
+    from values_fixtures import mini_set
+
+    html = render_map(rows, facts, traces=mini_set("bf16", "f32")).markdown
+    for row in rows:
+        for name, cell in row.cells.items():
+            if cell.holds:
+                assert re.search(r"之后 after（(bfloat16|bfloat16 与 float32 皆然 both bfloat16 and float32)）",
+                                 _cell(html, row.step, name)), (row.step, name)
+    first = _cell(html, "first-input-norm", "nano-vllm")     # where float32 loses x⁽⁰⁾: said, and linked
+    assert "float32 下 in float32: <code>residual</code> = RMSNorm₁(x⁽⁰⁾)" in first
+    link = re.search(r'<a class="an-map-f32-link" href="([^"]+)">float32 轨迹 trace, L(\d+)</a>', first)
+    assert link and link[1].endswith(f"qwen3.py.html#L{link[2]}&amp;layer=0&amp;trace=cpu-float32")
+    assert "an-map-f32-link" not in render_map(rows, facts, traces=mini_set("bf16")).markdown   # no float32 trace
+
+
+def test_the_map_states_its_smaller_facts(rows, facts) -> None:
+    """x̃₁ is defined where it is used, the transposes are there, the layer loop has a row, Qwen2 reuse is said."""
+    html = render_map(rows, facts).markdown
+    gate = _cell(html, "gate-up", "nano-vllm")
+    assert "x̃₁ = RMSNorm₂(x₁)" in gate and "x̃₁W_gᵀ" in gate and "W_g|" not in gate
+    loop = html[html.index('<tr id="step-layer-loop">'):]
+    assert "qwen3.py:179" in loop and "modeling_qwen3.py:409" in loop and "qwen2.py:427" in loop
+    assert "Qwen2Model" in _cell(html, "embedding", "vllm") and "Qwen2MLP" in _cell(html, "embedding", "vllm")
+    for framework in ("nano-vllm", "vllm"):
+        assert "x₁ (bf16)" in _cell(html, "x1-and-norm", framework)
+        assert "forms x₁" in _cell(html, "x2", framework)
+
+
+def test_the_identities_table_says_when_a_value_is_a_replayed_float32_one() -> None:
+    from annotate.pages.map_page import _how_compared
+    from values_fixtures import mini
+
+    trace = mini()
+    line = next(r.line for r in trace.records if r.function == "RMSNorm.add_rms_forward" and r.kind == "line"
+                and r.var("x") is not None and r.var("x").dtype == "float32")     # the fp32 sum (x₂ or x₁)
+    said = _how_compared(trace, "nanovllm/layers/layernorm.py", line, "x")
+    assert "a value of the eager replay" in said and "float32 value compared after rounding to bfloat16" in said
+    assert _how_compared(trace, "nanovllm/models/qwen3.py", 156, "residual") == ""   # a traced bf16 value

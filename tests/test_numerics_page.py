@@ -29,6 +29,10 @@ def test_page_numbers_are_the_traces() -> None:
     for flag in f32.flags:
         assert flag["message"] in page
     assert "layernorm.py.html#L36" in page and "no 16-bit trace with full tensors" in page
+    # the float32 explanation names where each function overwrites the caller's tensor, from the vendored statements
+    f32_part = page[page.index("both functions overwrite the caller's tensor"):]
+    assert "<code>rms_forward</code>" in f32_part and "<code>add_rms_forward</code>" in f32_part
+    assert "x.mul_(" in f32_part and ".add_(" in f32_part
     # no number typed in the prose: every digit run outside tags and links is in one of the traces' texts
     assert "1.37" not in page and "0.0095" not in page
     compare_golden("values/numerics.md", page)
@@ -69,8 +73,15 @@ def test_vllm_section_runs_the_snapshots_bytes_of_the_op(tensor_trace, monkeypat
     files = values_fixtures.repo_files()
     traces = TraceSet([TraceView("cpu", mini()), TraceView("tiny", tensor_trace)])
     page = numerics_page.render(traces, href, files)
-    calls = re.search(r"Run on (\d+) recorded calls: (\d+) bit-identical", _vllm_row(page))
+    calls = re.search(r"Run on the inputs of (\d+) recorded calls\. \(1\) Against nano-vllm's eager replay \(before γ\): "
+                      r"(\d+) bit-identical", _vllm_row(page))
     assert calls and int(calls[1]) > 0 and calls[1] == calls[2]                # the op as vendored: nano-vllm's sum
+    # (2) with γ against the compiled outputs: counted, whatever they are (the compiled kernel may round differently)
+    compiled = re.search(r"\(2\) With γ, against the compiled calls' outputs .*?residual bit-identical in (\d+) of "
+                         r"(\d+) calls; normalised output bit-identical in (\d+) of (\d+), (\d+) of (\d+) elements differ",
+                         _vllm_row(page))
+    assert compiled and compiled[2] == compiled[4] == calls[1] and int(compiled[5]) <= int(compiled[6])
+    assert "vLLM issue #52104</a>" in page and "未验证 not verified here" in page   # a report, linked, not a fact
     # the same file with a wrapper appended that doubles the residual the op returns: only these bytes know it
     doubled = files[OPS_FILE].data + (b"\n\n_real_op = fused_add_rms_norm\n\n\n"
                                       b"def fused_add_rms_norm(x, residual, *args, **kwargs):\n"
@@ -90,5 +101,6 @@ def test_vllm_section_runs_the_snapshots_bytes_of_the_op(tensor_trace, monkeypat
     monkeypatch.setattr(builtins, "open", lambda file, *a, **k: (note(file), open_(file, *a, **k))[1])
     page = numerics_page.render(traces, href, changed)
     monkeypatch.undo()
-    assert re.search(rf"Run on {calls[1]} recorded calls: 0 bit-identical", _vllm_row(page)), _vllm_row(page)
+    assert re.search(rf"Run on the inputs of {calls[1]} recorded calls\. \(1\) Against nano-vllm's eager replay "
+                     r"\(before γ\): 0 bit-identical", _vllm_row(page)), _vllm_row(page)
     assert reads == []                                                        # no disk read of the op file

@@ -117,7 +117,7 @@ def test_page_data_blob_carries_notes_and_vars() -> None:
 
     text = page(QWEN3)
     blob = json.loads(re.search(r'<script type="application/json" id="an-page-data">(.*?)</script>', text).group(1))
-    assert blob["path"] == QWEN3 and blob["upstream"]["commit"] == PIN
+    assert blob["path"] == QWEN3 and blob["upstream"]["ref"] == PIN and blob["upstream"]["file"].endswith(f"/blob/{PIN}/{QWEN3}")
     mlp = next(n for n in blob["notes"] if n["start"] == 157)
     assert mlp["vars"]["residual"] == "x_1^{(\\ell)}"
 
@@ -167,3 +167,30 @@ def without_values_panels(text: str) -> str:
     panel = r'<details class="an-values".*?</details>'
     text = re.sub(rf'</div></div>(?:{panel})+<div class="an-seg"><div class="an-seg-inner">', "", text, flags=re.S)
     return re.sub(panel, "", text, flags=re.S)
+
+
+def test_every_upstream_url_on_every_page_is_at_the_pin_with_the_repository_path(built_site: Path) -> None:
+    """Every link into an upstream repository, on every built page and in the data the script builds its
+    citations from (`upstream.file`), names a vendored file under the repository's own folder (HF's `src/`)
+    at the lock's ref: vLLM at the commit its wheel names, HF at its tag."""
+    from annotate.vendoring.registry import Registry
+
+    registry = Registry(REPO)
+    ups = [registry.lock(v).upstream for v in registry.all]
+    by_name = {v.name: registry.lock(v).upstream for v in registry.all}
+    assert by_name["vllm"].ref == "4ba787ec9" and by_name["transformers"].repo_path == "src/"
+    seen = {u.repo: 0 for u in ups}
+    for page in built_site.rglob("*.html"):
+        text = html.unescape(page.read_text(encoding="utf-8"))
+        for up in ups:
+            base = up.repo.rstrip("/") + "/blob/"
+            for url in re.findall(re.escape(base) + r"[^\s\"'<>)\\]+", text):
+                ref, _, rest = url[len(base):].partition("/")
+                path = rest.split("#")[0]
+                assert ref == up.ref, f"{page}: {url} is not at the pin {up.ref}"
+                assert path.startswith(up.repo_path) and path[len(up.repo_path):] in up.files, f"{page}: {url}"
+                seen[up.repo] += 1
+    assert all(seen.values()), seen   # every upstream is linked somewhere, so the check ran on each
+    # the script's citations append `#L…` to `upstream.file` (checked above, in each page's data): it builds no URL
+    script = (REPO / "docs/assets/annotate.js").read_text(encoding="utf-8")
+    assert "/blob/" not in script and "up.file +" in script

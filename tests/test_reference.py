@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from annotate.trace.reference import Identifier, MathValue, PeerRun, TOLERANCE
+from annotate.trace.reference import MARGIN, Identifier, MathValue, PeerRun, TOLERANCE, separation
 
 QWEN3 = "nanovllm/models/qwen3.py"
 
@@ -27,6 +27,35 @@ def test_identification_is_by_comparison() -> None:
     assert far.status == "no match" and far.nearest is not None and far.nearest.rel > TOLERANCE["bfloat16"]
     assert ident.identify(torch.zeros(3, 8)).status == "no candidate"
     assert ident.identify(torch.zeros(4, 8, dtype=torch.int64)).status == "no candidate"
+
+
+def test_a_second_candidate_inside_the_margin_makes_it_ambiguous() -> None:
+    """x and x/RMS(x) with token RMS ≈ 1: both within tolerance of the recorded tensor, so no ≡ is claimed."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 64, generator=g)
+    near = x * 1.02   # rel 0.02 from x: inside the bf16 tolerance 2⁻⁴
+    ident = Identifier(_ref({("x", 0): x.bfloat16(), ("xhat1", 0): near.bfloat16()}))
+    got = ident.identify(near.bfloat16())
+    assert got.status == "ambiguous" and {m.key for m in got.matches} == {"x", "xhat1"}
+    assert got.matches[0].key == "xhat1" and got.margin is not None and got.margin < MARGIN
+    assert got.runner_up is not None and got.runner_up.key == "x"
+
+
+def test_a_clear_winner_is_a_match_with_its_margin_and_runner_up() -> None:
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 64, generator=g)
+    xhat = x * 0.4    # token RMS far from 1: rel 0.6 apart
+    got = Identifier(_ref({("x", 0): x.bfloat16(), ("xhat1", 0): xhat.bfloat16()})).identify(xhat.bfloat16())
+    assert got.status == "match" and [m.key for m in got.matches] == ["xhat1"]
+    assert got.runner_up is not None and got.runner_up.key == "x" and got.runner_up.rel > 0.5
+    assert got.margin is not None and got.margin >= MARGIN and got.required == MARGIN
+
+
+def test_the_margin_floor_is_the_tolerance() -> None:
+    """A runner-up inside the tolerance never lets a ≡ through, however close the best is."""
+    tol = TOLERANCE["bfloat16"]
+    assert separation(0.0, 0.99 * tol, tol) < MARGIN <= separation(0.0, 1.01 * tol, tol)
+    assert separation(0.02, 0.079, tol) < MARGIN <= separation(0.02, 0.081, tol)
 
 
 def test_float32_value_is_compared_in_the_coarser_dtype() -> None:
@@ -75,3 +104,39 @@ def test_float32_run_is_flagged(tiny_trace_f32) -> None:
     for rec in t.at(QWEN3, line):
         assert ("x1", rec.layer) not in [(m["key"], m["layer"]) for m in rec.var("residual").identity.get("matches", [])]
     assert t.summary["final_vs_hf"]["rel"] > 0.1  # the aliasing makes the whole run wrong, measurably
+
+
+@pytest.mark.slow
+def test_an_adversarial_checkpoint_says_ambiguous_never_a_match(tmp_path) -> None:
+    """Embedding rows scaled to RMS 1, the generated checkpoint's old weakness made exact: x and x/RMS(x)
+    are within tolerance of each other, so the normalising lines of both frameworks say "ambiguous"."""
+    import json
+
+    from safetensors.torch import save_file
+
+    from annotate.trace import runtime
+    from annotate.trace.options import PRESETS
+    from annotate.trace.store import load_trace
+    from annotate.trace.validate import weak_identity
+    from conftest import _need_vendor, run_cli
+
+    _need_vendor()
+    cfg = runtime.preset_config(PRESETS["tiny"], 1, "bfloat16")
+    weights = runtime.random_state_dict(cfg, 0, torch.bfloat16)
+    emb = torch.randn(cfg["vocab_size"], cfg["hidden_size"], generator=torch.Generator().manual_seed(3))
+    weights["model.embed_tokens.weight"] = (emb / emb.pow(2).mean(-1, keepdim=True).sqrt()).bfloat16()
+    model = tmp_path / "adversarial"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    save_file(weights, str(model / "model.safetensors"), metadata={"format": "pt"})
+    rc, _, err = run_cli("trace", "--model", str(model), "--layers", "1", "--tokens", "12", "--out", str(tmp_path / "t"))
+    assert rc == 0, err
+    t = load_trace(tmp_path / "t")
+    norm = next(s["line"] for s in t.function("RMSNorm.rms_forward")["statements"] if "rsqrt" in s["text"])
+    var = t.at("nanovllm/layers/layernorm.py", norm, 0)[0].var("x")
+    assert var is not None and var.identity["status"] == "ambiguous" and var.matched is None
+    assert {m["key"] for m in var.identity["matches"]} >= {"x", "xhat1"}
+    hf = [e for e in t.summary["hf_lines"]["lines"]
+          if e["layer"] == 0 and e["module"].endswith("input_layernorm") and e["var"] == "hidden_states"]
+    assert hf and all(e["status"] == "ambiguous" and not e["label"] for e in hf)
+    assert weak_identity(t) is None   # and nothing on the trace claims a ≡ below the margin

@@ -89,3 +89,13 @@ def test_identify_slice_refuses_a_tensor_far_from_every_slice() -> None:
     a, b = torch.randn(4, 8), torch.randn(4, 8)
     assert identify_slice(a, [b, a])["slice"] == 1
     assert identify_slice(torch.randn(4, 8) * 10, [a, b])["slice"] is None
+
+
+def test_a_slice_is_named_only_with_the_margin_every_identity_needs() -> None:
+    """Two slices both within tolerance of the value (a near-copy): no slice is named, both are listed."""
+    a = torch.randn(4, 8, dtype=torch.bfloat16)
+    near = (a.float() * 1.01).to(torch.bfloat16)
+    found = identify_slice(a, [a, near])
+    assert found["slice"] is None and sorted(found["ambiguous"]) == [0, 1] and found["margin"] < found["required"]
+    clear = identify_slice(a, [torch.randn(4, 8, dtype=torch.bfloat16), a])
+    assert clear["slice"] == 1 and clear["margin"] >= clear["required"]

@@ -141,3 +141,24 @@ def test_a_non_finite_value_fails_a_strict_build_naming_line_and_variable() -> N
     review = review_traces(TraceSet([TraceView("cpu", trace)]), strict=True)
     assert len(review.fatal) == 1 and f"{rec.file}:{rec.line}" in review.fatal[0] and "NaN or infinite" in review.fatal[0]
     assert review_traces(TraceSet([TraceView("cpu", trace)]), strict=False) == TraceReview()
+
+
+def test_a_match_below_the_margin_fails_a_strict_build_naming_line_and_variable() -> None:
+    trace = mini()
+    rec, var = next((r, v) for r in trace.records for v in r.vars if v.identity.get("status") == "match"
+                    and v.identity.get("margin") is not None)
+    var.identity["margin"] = var.identity["required"] * 0.9   # as a hand-edited or mis-recorded trace would say
+    review = review_traces(TraceSet([TraceView("cpu", trace)]), strict=True)
+    assert len(review.fatal) == 1 and f"{rec.file}:{rec.line}" in review.fatal[0] and f"`{var.name}`" in review.fatal[0]
+    assert "margin" in review.fatal[0] and "--force" in review.fatal[0]
+    assert review_traces(TraceSet([TraceView("cpu", trace)]), strict=False) == TraceReview()
+
+
+def test_a_trace_without_margins_fails_a_strict_build() -> None:
+    trace = mini()
+    for rec in trace.records:
+        for var in rec.vars:
+            for key in ("margin", "required", "runner_up"):
+                var.identity.pop(key, None)
+    review = review_traces(TraceSet([TraceView("cpu", trace)]), strict=True)
+    assert len(review.fatal) == 1 and "without an identification margin" in review.fatal[0]

@@ -5,7 +5,7 @@ import json
 
 from annotate.pages.tracefmt import human_bytes, identity_text, nbytes, num, sup_label
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.values import ValuesPanel, brief, script_uri, unchanged_html
+from annotate.pages.values import ValuesPanel, brief, kind_words, script_uri, unchanged_html
 
 from goldens import compare_golden
 from values_fixtures import mini, mini_set
@@ -94,10 +94,22 @@ def test_float32_panel_warns_about_aliasing_and_says_why_there_is_no_match() -> 
     assert "an-warn" not in got[("cpu", "1")]
 
 
-def test_intermediates_are_labelled_not_warned_about() -> None:
-    got = views(ValuesPanel(mini_set("bf16", "f32")), LAYERNORM, 38)       # x = x * rsqrt(...): inside RMSNorm
+def test_rmsnorms_own_steps_are_identified_with_their_margin() -> None:
+    got = views(ValuesPanel(mini_set("bf16", "f32")), LAYERNORM, 38)       # x.mul_(rsqrt(...)): x/RMS(x), before γ
     bf = got[("cpu", "1")]
-    assert "中间量 intermediate" in bf and "matches no math variable" not in bf and "an-no-match" not in bf
+    assert "≡ x⁽¹⁾/RMS(x⁽¹⁾)" in bf and "归一化后、乘 γ 之前" in bf and "an-no-match" not in bf
+    assert "次近 runner-up" in bf and "裕度 margin" in bf and "需 ≥ 4 required" in bf
+    var = views(ValuesPanel(mini_set("bf16")), LAYERNORM, 37)[("cpu", "1")]   # var = x.pow(2).mean(...)
+    assert "≡ mean((x⁽¹⁾)²)" in var
+
+
+def test_intermediates_are_labelled_not_warned_about() -> None:
+    import dataclasses
+
+    trace = mini()
+    rec = trace.at(QWEN3, 156, layer=2)[0]
+    inside = dataclasses.replace(rec.vars[0], name="gate_up", identity={"status": "no match", "tolerance": 0.0625})
+    assert kind_words(rec, inside, trace)[0] == "中间量 intermediate"   # a value inside a step: no ≡, no warning
     f32 = views(ValuesPanel(mini_set("bf16", "f32")), QWEN3, 157)[("cpu-float32", "1")]
     assert "无匹配 no match" in f32 and "最接近 nearest" in f32 and "容差 tolerance" in f32   # the flow variables: why
 

@@ -70,13 +70,11 @@ def _call(trace: Any, layer: int) -> dict[str, Any]:
 
 def _gamma(trace: Any, module: str) -> Any:
     """γ of ``module``: the checkpoint's weights regenerated from the preset config and seed."""
-    import torch
+    from annotate.trace.runtime import trace_weights
 
-    from annotate.trace.runtime import random_state_dict
-
-    dtype = getattr(torch, trace.meta["dtype"])
-    sd = random_state_dict(trace.meta["model"]["config"], int(trace.meta["seed"]), dtype)
-    return sd[module + ".weight"]
+    weights = trace_weights(trace.meta)
+    assert weights is not None   # pick_trace takes preset traces only
+    return weights[module + ".weight"]
 
 
 def _ulps(a: Any, b: Any) -> Any:
@@ -144,6 +142,8 @@ def _fused(fam: Family, mods: dict[str, Any], trace: Any) -> None:
 
 
 def _matches(var: Any, key: str, layer: int) -> dict[str, Any] | None:
+    if var.identity.get("status") != "match":   # an ambiguous identity names candidates, not a ≡
+        return None
     return next((m for m in var.identity.get("matches") or [] if m["key"] == key and m["layer"] == layer), None)
 
 

@@ -35,13 +35,13 @@ class HfValues(NoExtras):
             return ""
         rows = "".join(
             f"<tr><td>{'—' if e['layer'] is None else e['layer']}</td><td><code>{html.escape(str(e['module'] or ''))}</code></td>"
-            f"<td><code>{html.escape(e['var'])}</code></td><td>{html.escape(e['label'] or '无匹配 no match')}</td>"
-            f"<td>{_num(e['max_abs'])}</td></tr>"
+            f"<td><code>{html.escape(e['var'])}</code></td><td>{html.escape(hf_equals(e))}</td>"
+            f"<td>{_num(e['max_abs'])}</td><td>{html.escape(_runner(e))}</td></tr>"
             for e in entries)
         return (f'<details class="an-hf-values" id="hf-values-L{line}" data-line="{line}">'
                 f"<summary>L{line} 值 values（HF 逐行记录 traced）</summary>"
                 '<div class="an-table"><table><thead><tr><th>层 layer</th><th>模块 module</th><th>变量 variable</th>'
-                "<th>等于 equals (by comparison)</th><th>max |Δ|</th></tr></thead>"
+                "<th>等于 equals (by comparison)</th><th>max |Δ|</th><th>次近与裕度 runner-up, margin</th></tr></thead>"
                 f"<tbody>{rows}</tbody></table></div>"
                 f'<p class="an-hf-values-trace">{html.escape(self.note)}; '
                 f'{html.escape(self.trace.provenance() if self.trace else "")}</p></details>')
@@ -52,6 +52,24 @@ class HfValues(NoExtras):
 
 def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.3g}"
+
+
+def hf_equals(entry: dict[str, Any]) -> str:
+    """What an HF row's variable equals: `≡ x⁽0⁾/RMS(x⁽0⁾)`, `无法区分 ambiguous: a | b`, or no match."""
+    if entry.get("status") == "ambiguous":
+        return "无法区分 ambiguous: " + " | ".join(entry.get("ambiguous") or [])
+    if entry.get("status") == "no candidate":   # e.g. q_norm, k_norm: per-head shapes no peer variable has
+        return "无对照 no peer tensor"
+    return f"≡ {entry['label']}" if entry.get("label") else "无匹配 no match"
+
+
+def _runner(entry: dict[str, Any]) -> str:
+    """The runner-up and the margin a row's ≡ was claimed with (— for traces recorded without one)."""
+    runner, margin = entry.get("runner_up"), entry.get("margin")
+    if not runner or margin is None:
+        return "—"
+    return f"{runner['label']} (rel {_num(runner.get('rel'))}), 裕度 margin {_num(margin)} ≥ {_num(entry.get('required'))}" \
+        if entry.get("status") == "match" else f"{runner['label']} (rel {_num(runner.get('rel'))})"
 
 
 def same_bytes(facts: FileFacts | None, sha256: str) -> bool:

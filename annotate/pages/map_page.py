@@ -18,7 +18,8 @@ from annotate.links import page_anchor, page_url
 from annotate.pages.highlight import wrap_points
 from annotate.pages.hf_values import hf_view, shown_hf_lines
 from annotate.pages.snapshot import Snapshot
-from annotate.pages.trace_set import TraceSet
+from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.tracefmt import value_url
 from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
@@ -42,13 +43,14 @@ def render_map(rows: Sequence[Row], facts: Snapshot, traces: TraceSet | None = N
     shows (:func:`annotate.pages.hf_values.shown_hf_lines`), or why there are none.
     """
     problems: list[str] = []
+    f32 = traces.find(dtype="float32") if traces is not None else None
     head = "".join(f"<th>{html.escape(title)}</th>" for title in FRAMEWORKS.values())
     body = []
     for row in rows:
         cells = []
         for name in FRAMEWORKS:
             cell = row.cells.get(name)
-            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems)}</td>'
+            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems, f32)}</td>'
                          if cell else f'<td data-framework="{name}">—</td>')
         body.append(f'<tr id="step-{html.escape(row.step)}"><th scope="row">{html.escape(row.zh)}'
                     f'<br><span lang="en">{html.escape(row.en)}</span></th>{"".join(cells)}</tr>')
@@ -93,6 +95,20 @@ def _nano_hits(trace: Any, lines: dict[str, set[int]], key: str) -> tuple[str, i
                 if per_layer and (best is None or len(per_layer) > best[0]):
                     best = (len(per_layer), (path, line, name, [(k, *per_layer[k]) for k in sorted(per_layer)]))
     return best[1] if best else None
+
+
+def _how_compared(trace: Any, path: str, line: int, var: str) -> str:
+    """What kind of value a nano-vllm hit is, when it is not a plain traced one: a value of the eager replay
+    of a compiled body, and one held in float32 but compared after rounding to the run's dtype."""
+    recs = trace.at(path, line)
+    words = []
+    if any(r.source == "replay" for r in recs):
+        words.append("eager 重放的值 a value of the eager replay")
+    held = next((v.dtype for r in recs if (v := r.var(var)) is not None), None)
+    if held == "float32" and trace.meta.get("dtype") != "float32":
+        words.append(f"float32 值舍入到 {trace.meta.get('dtype')} 后比较 the float32 value compared after rounding to "
+                     f"{trace.meta.get('dtype')}")
+    return f'<br><span class="an-map-how">（{html.escape("；".join(words))}）</span>' if words else ""
 
 
 def _hf_hit(hf: dict[str, Any], lines: set[int], key: str) -> tuple[int, str] | None:
@@ -140,7 +156,8 @@ def _identities(rows: Sequence[Row], facts: Snapshot, traces: TraceSet) -> str:
         if nano:
             path, line, var, per_layer = nano
             cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, path, line))}">'
-                         f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code></td>')
+                         f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code>'
+                         f'{_how_compared(trace, path, line, var)}</td>')
             cells.append("<td>" + "; ".join(f"ℓ{layer}: {d:.3g} ({u:g} ulp)" for layer, d, u in per_layer) + "</td>")
         else:
             cells += ["<td>—</td>", "<td>—</td>"]
@@ -169,7 +186,9 @@ def _intro(facts: Snapshot) -> str:
             "固定版本 Pins — " + "; ".join(pins))
 
 
-def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str]) -> str:
+def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str], f32: TraceView | None = None) -> str:
+    """A cell: its statements, what the variables hold after them (for which dtype; in float32 too, with a
+    link to the float32 trace at that line when one is there), its note."""
     parts = []
     for anchor in cell.anchors:
         resolution = facts.resolution(anchor)
@@ -179,12 +198,35 @@ def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str]) -> str:
             continue
         parts.append(_statement(anchor, resolution, facts))
     if cell.holds:
-        held = ", ".join(f"<code>{html.escape(var)}</code> = {html.escape(math)}" for var, math in cell.holds.items())
-        parts.append(f'<div class="an-map-holds">之后 after: {held}</div>')
+        scope = "bfloat16 与 float32 皆然 both bfloat16 and float32" if cell.dtype == "both" else "bfloat16"
+        parts.append(f'<div class="an-map-holds">之后 after（{scope}）: {_held(cell.holds)}</div>')
+    if cell.float32:
+        parts.append(f'<div class="an-map-holds an-map-f32">float32 下 in float32: {_held(cell.float32)}'
+                     f'{_f32_link(cell, facts, f32)}</div>')
     if cell.zh:
         parts.append(f'<div class="an-map-note">{html.escape(cell.zh)}'
                      + (f'<br><span lang="en">{html.escape(cell.en)}</span>' if cell.en else "") + "</div>")
     return "".join(parts) or "—"
+
+
+def _held(holds: dict[str, str]) -> str:
+    return ", ".join(f"<code>{html.escape(var)}</code> = {html.escape(math)}" for var, math in holds.items())
+
+
+def _f32_link(cell: MapCell, facts: Snapshot, f32: TraceView | None) -> str:
+    """` — float32 轨迹 trace at L152`: the values panel of the cell's first line in the float32 trace, at the
+    first layer it ran in; "" without a float32 trace or a record on that line."""
+    if f32 is None or not cell.anchors:
+        return ""
+    resolution = facts.resolution(cell.anchors[0])
+    if not resolution.ok or resolution.span is None:
+        return ""
+    path, line = cell.anchors[0].path, resolution.span[0]
+    recs = f32.trace.at(path, line)
+    if not recs or not f32.fresh_for(path):
+        return ""
+    href = value_url(MAP_URI, path, line, recs[0].layer, f32.key)
+    return f' — <a class="an-map-f32-link" href="{html.escape(href)}">float32 轨迹 trace, L{line}</a>'
 
 
 def _statement(anchor: Anchor, resolution: Resolution, facts: Snapshot) -> str:

@@ -13,8 +13,9 @@ around them is fixed. Sections:
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from annotate.links import FileFacts
 from annotate.pages.plots import series
@@ -133,6 +134,23 @@ def _section_rounding(view: TraceView, href: Href) -> str:
     return intro + "\n" + _layer_table(t) + "\n" + _norm_table(t, href)
 
 
+def _first_norm_words(t: Trace) -> str:
+    """Why layer 0's RMSNorm₁ differs from HF although its input x⁽⁰⁾ is identical: the compiled (Inductor)
+    rms_forward against its own eager replay, measured in this trace (not the attention backend)."""
+    checks = [c for c in t.checks_for("RMSNorm.rms_forward")
+              if c.get("layer") == 0 and (c.get("module") or "").endswith("input_layernorm")]
+    outs = [o for c in checks for o in c["outputs"]]
+    x0 = next((q for q in series(t, "x") if q.layer == 0), None)
+    if not outs or x0 is None or x0.max_abs != 0:   # said only where the trace shows the input identical
+        return ""
+    differ, numel = sum(o["n_diff"] for o in outs), sum(o["numel"] for o in outs)
+    return (f"第 0 层的 RMSNorm₁ 与注意力无关：它的输入 x⁽⁰⁾ 与 HF 逐位相同，差别来自编译版（Inductor）的 rms_forward —— "
+            f"它与自己的 eager 重放相比有 {num(differ)} / {num(numel)} 个元素不同（见该行面板的“融合 vs eager”）。"
+            f" Layer 0's RMSNorm₁ owes nothing to attention: its input x⁽⁰⁾ is bit-identical to HF's, and the gap comes "
+            f"from the compiled (Inductor) rms_forward, which differs from its own eager replay in {num(differ)} of "
+            f"{num(numel)} elements (see that line's panel, fused vs eager).")
+
+
 def _layer_table(t: Trace) -> str:
     """Per layer: max |Δ| (ulps at scale) of each flow tensor against HF, from the identities."""
     cols = {key: {p.layer: p for p in series(t, key)} for key, _ in LAYER_KEYS}
@@ -154,7 +172,7 @@ def _layer_table(t: Trace) -> str:
             " max |Δ|, in parentheses in ulps of the tensor's largest value (the element-wise max ulps is in the "
             "tooltip: one element changing sign near zero makes it huge). Note the attention column: this trace's "
             "attention backend already differs from HF's eager attention, and that difference travels down the "
-            "residual stream.\n\n"
+            "residual stream. " + _first_norm_words(t) + "\n\n"
             f'<div class="an-table"><table><thead><tr><th>layer ℓ</th>{head}</tr></thead><tbody>{"".join(rows)}'
             f"</tbody></table></div>\n\n"
             f"最终输出 Final hidden states vs HF: max |Δ| = {num(fv.get('max_abs'))} "
@@ -220,6 +238,7 @@ def _section_f32(view: TraceView, bf: TraceView | None, href: Href) -> str:
            " In float32, `x.float()` and `x.to(orig_dtype)` return the very same tensor, so `residual` *is* `x`, "
            "and the in-place normalisation of `x` also overwrites `residual`. The trace clones every value after "
            f"each line, so it sees this happen.\n\n**Trace:** {esc(t.provenance())}\n",
+           _overwrites(t, href),
            f"### 别名 Aliasing found by the trace\n\n<ul>{items or '<li>none</li>'}</ul>\n",
            _inplace_table(view, href)]
     fv, bv = t.summary.get("final_vs_hf") or {}, (bf.trace.summary.get("final_vs_hf") or {}) if bf else {}
@@ -230,6 +249,39 @@ def _section_f32(view: TraceView, bf: TraceView | None, href: Href) -> str:
                + (f"; {esc(bf.dtype if bf else '')} max |Δ| = {num(bv.get('max_abs'))}, ‖Δ‖/‖ref‖ = {num(bv.get('rel'), 3)}" if bv else "")
                + ". 更高的精度反而给出错误的结果 — the higher precision gives the wrong answer.\n")
     return "\n".join(out)
+
+
+#: an in-place method called on `x` (or on `x.float()`, which is `x` itself in float32)
+_IN_PLACE = re.compile(r"\bx(?:\.float\(\))?\.(?:mul|add)_\(")
+
+
+def _overwrites(t: Trace, href: Href) -> str:
+    """Where each compiled norm first writes into the caller's tensor in float32 (the statement, from the
+    vendored file), and what the trace found `residual` to hold after the first norm of layer 0."""
+    items = []
+    for fn, zh, en in (("RMSNorm.rms_forward", "第 0 层的 input_layernorm：改写的是调用者的 hidden_states（也就是 residual）",
+                        "layer 0's input_layernorm: it overwrites the caller's hidden_states, which residual also names"),
+                       (ADD_RMS, "把和原地加进调用者的 hidden_states；residual = x.to(…) 也是同一个张量，随后被原地归一化",
+                        "adds in place into the caller's hidden_states; residual = x.to(…) is the same tensor, then normalised in place")):
+        info = t.function(fn) or {}
+        st = next((st for st in info.get("statements", []) if _IN_PLACE.search(st.get("text", ""))), None)
+        if st is None:
+            continue
+        link = f'<a href="{esc(href(info["file"], st["line"]))}">{esc(info["file"].rsplit("/", 1)[-1])}:{st["line"]}</a>'
+        items.append(f"<li><code>{esc(fn.split('.')[-1])}</code>: {link} <code>{esc(st['text'])}</code> — {esc(zh)}. "
+                     f"{esc(en)}.</li>")
+    held = next(((r, v) for r in t.records if r.function == "Qwen3DecoderLayer.forward" and r.layer == 0
+                 and r.source == "traced" and (v := r.var("residual")) is not None and v.matched
+                 and v.matched["key"] == "rmsnorm1"), None)
+    seen = ""
+    if held:
+        r, v = held
+        seen = (f'\n\n轨迹显示 The trace shows: <a href="{esc(href(r.file, r.line, layer=0))}">qwen3.py:{r.line}</a> 之后 '
+                f"after it, <code>residual</code> ≡ {esc(sup_label(v.label))}（‖·‖ {num(v.norm)}），不是 x⁽⁰⁾ — not x⁽⁰⁾.")
+    if not items:
+        return ""
+    return ("### 两个函数都改写调用者的张量 — both functions overwrite the caller's tensor\n\n"
+            f"<ul>{''.join(items)}</ul>{seen}\n")
 
 
 def _inplace_table(view: TraceView, href: Href) -> str:
@@ -259,9 +311,32 @@ def _lines_links(flag: dict, href: Href) -> str:
     return ", ".join(f'<a href="{esc(href(flag["file"], ln))}">{esc(name)}:{ln}</a>' for ln in flag.get("lines", []))
 
 
+#: a report about code that is not vendored (vLLM's CUDA C kernel): linked as a report, not stated as a fact
+REPORT = "https://github.com/vllm-project/vllm/issues/52104"
+
+
+def _vs_compiled(rows: list[Any]) -> str:
+    """② vLLM's op with γ against the compiled calls' outputs (what the rest of the site shows), with counts."""
+    both = [r for r in rows if r.compiled_out is not None and r.compiled_residual is not None]
+    if not both:
+        return ("② 未与编译输出比较：这条轨迹的 γ 无法重建（不是预设检查点）— (2) not compared with the compiled outputs: "
+                "this trace's γ cannot be regenerated (not a preset checkpoint).")
+    res = sum(r.compiled_residual.n_diff == 0 for r in both)
+    out = sum(r.compiled_out.n_diff == 0 for r in both)
+    differ = sum(r.compiled_out.n_diff for r in both)
+    total = sum(r.compiled_out.numel for r in both)
+    worst = max(r.compiled_out.max_ulps for r in both)
+    return (f"② 带 γ、对编译版的输出（本站其余各处显示的值）：残差 {num(res)} / {num(len(both))} 次逐位相同；归一化输出 "
+            f"{num(out)} / {num(len(both))} 次逐位相同，共 {num(differ)} / {num(total)} 个元素不同，最多 {num(worst)} ulp。"
+            f" (2) With γ, against the compiled calls' outputs (what the rest of the site shows): residual bit-identical "
+            f"in {num(res)} of {num(len(both))} calls; normalised output bit-identical in {num(out)} of {num(len(both))}, "
+            f"{num(differ)} of {num(total)} elements differ, by up to {num(worst)} ulp.")
+
+
 def _section_vllm(files: Mapping[str, FileFacts], traces: TraceSet, href: Href) -> str:
     """Which sum each path normalises, with vLLM's native op (the snapshot's bytes of it) run on a trace's
     recorded add_rms_forward inputs."""
+    from annotate.trace.runtime import trace_weights
     from annotate.trace.vllm_native import OPS_FILE, compare_trace
 
     head = ("### 三条路径各归一化哪个和 — which sum each path normalises\n\n"
@@ -270,31 +345,36 @@ def _section_vllm(files: Mapping[str, FileFacts], traces: TraceSet, href: Href) 
     view = next((v for v in traces.views if not v.pin_moved and v.trace.meta.get("tensors_saved")
                  and v.dtype in ("bfloat16", "float16")), None)
     op_file = files.get(OPS_FILE)
-    rows = compare_trace(op_file.data, view.trace) if view is not None and op_file is not None else []
+    rows = (compare_trace(op_file.data, view.trace, trace_weights(view.trace.meta))
+            if view is not None and op_file is not None else [])
     same = sum(r.residual.n_diff == 0 and r.normalised.n_diff == 0 for r in rows)
     hf_diff = max((r.hf_normalised.max_ulps for r in rows), default=0)
     op = f'<a href="{esc(href(OPS_FILE, 1))}">ir/ops/layernorm.py</a>'
-    measured = (f"在 {num(len(rows))} 次记录的调用上运行：{num(same)} 次与 nano-vllm 逐位相同（残差与归一化输出）。"
-                f" Run on {num(len(rows))} recorded calls: {num(same)} bit-identical to nano-vllm (residual and "
-                "normalised output).") if rows else ("没有保存完整张量的 16 位轨迹，未运行 — not run: no 16-bit trace with "
-                                                   "full tensors (`annotate trace --preset tiny`).")
+    measured = (f"在 {num(len(rows))} 次记录的调用上、以同样的输入运行。① 对 nano-vllm 的 eager 重放（乘 γ 之前）："
+                f"{num(same)} 次逐位相同（残差与归一化输出）。"
+                f" Run on the inputs of {num(len(rows))} recorded calls. (1) Against nano-vllm's eager replay (before γ): "
+                f"{num(same)} bit-identical (residual and normalised output). " + _vs_compiled(rows)) if rows else (
+        "没有保存完整张量的 16 位轨迹，未运行 — not run: no 16-bit trace with full tensors (`annotate trace --preset tiny`).")
     body = [
         ("nano-vllm <code>add_rms_forward</code>", "未舍入的 fp32 和 unrounded fp32 sum", "上表 the tables above"),
         ("HF transformers", "舍入后的残差 rounded residual (bf16 add)",
          f"同样的输入按 HF 的顺序：最多差 {num(hf_diff)} ulp — same inputs in HF's order: up to {num(hf_diff)} ulp"
          if rows else "—"),
         (f"vLLM 原生 native ({op})", "未舍入的 fp32 和 unrounded fp32 sum", measured),
-        ("vLLM CUDA C 内核 kernel", "先舍入 rounds first (like HF)",
-         "未运行：需要 vLLM 的编译扩展与 GPU — not run: needs vLLM's compiled extension and a GPU "
-         "(reported upstream, vLLM issue #52104)"),
+        ("vLLM CUDA C 内核 kernel", "未验证 not verified here",
+         "源码不在 wheel 里，也没有运行（需要 vLLM 的编译扩展与 GPU）— its source is not in the wheel and it was not "
+         f'run (needs vLLM\'s compiled extension and a GPU). 他处的报告 Reported elsewhere: <a href="{REPORT}">vLLM '
+         "issue #52104</a>（在另一个提交上提出，说它先舍入 filed at another commit: says it rounds first）"),
     ]
     table = "".join(f"<tr><td>{a}</td><td>{esc(b)}</td><td>{c}</td></tr>" for a, b, c in body)
     note = ("vLLM 的原生算子是纯 torch，在 CPU 上就能跑；它所在的 `layers/layernorm.py` 离不开 vLLM 的平台与自定义算子机制，"
             "所以这里直接执行 vendored 的算子文件，只把注册用的装饰器 `register_op` 换成原样返回函数的替身；不带 γ 调用"
-            "（轨迹不保存参数），与 nano-vllm 乘 γ 之前的值比较。"
+            "与 nano-vllm 乘 γ 之前的 eager 重放比较（①），并带上该层的 γ（由预设检查点重建：轨迹不保存参数）"
+            "与编译版实际返回的值比较（②）。"
             " vLLM's native op is plain torch and runs on the CPU; the `layers/layernorm.py` around it needs vLLM's "
             "platform and custom-op machinery, so the vendored op file is executed directly with only its registration "
-            "decorator `register_op` stood in by one that returns the function; it is called without γ (traces keep no "
-            "parameters) and compared with nano-vllm's values before γ.")
+            "decorator `register_op` stood in by one that returns the function. ① calls it without γ and compares with "
+            "nano-vllm's eager replay before γ; ② calls it with the layer's γ (regenerated from the preset checkpoint: "
+            "traces keep no parameters) and compares with what the compiled call returned.")
     trace = f"\n\n**Trace:** {esc(view.trace.provenance())}" if view is not None and rows else ""
     return head + table + "</tbody></table></div>\n\n" + note + trace + "\n"

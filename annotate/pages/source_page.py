@@ -248,7 +248,9 @@ def data_blob(page: PageInput) -> str:
     data: dict[str, Any] = {
         "path": page.source.path,
         "lines": len(page.source.lines),
-        "upstream": {"repo": lock.upstream.repo, "commit": lock.upstream.ref},
+        # the upstream file at the pin, built by the one function that builds every upstream URL (the script
+        # only appends `#L<a>-L<b>`)
+        "upstream": {"file": lock.upstream.file_url(page.source.path), "ref": lock.upstream.ref},
         "cite": CITE_HEAD,
         "symbols": [{"name": s.qualname, "start": s.span[0], "end": s.span[1]}
                     for s in sorted(page.source.symbols.values(), key=lambda s: s.start_line)],

@@ -65,9 +65,18 @@ def slice_label(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
         return ""
     found = shard["slice"]
     how = (f"与 HF 第 {found} 片一致 matches HF's slice {found}" if found is not None
-           else "与 HF 的任何一片都不一致 matches no slice of HF")
+           else _undecided(shard))
     return (f"rank {rank} of {tp}: {SPLIT_WORDS.get(shard['split'], shard['split'])} "
             f"{shard['first']}–{shard['last']} · {SHARD_WORDS.get(shard['what'], shard['what'])} · {how}")
+
+
+def _undecided(shard: dict[str, object]) -> str:
+    """A shard no single slice is named for: several within the margin, or none within tolerance."""
+    close = shard.get("ambiguous") or []
+    if isinstance(close, list) and close:
+        names = "、".join(str(i) for i in close)
+        return f"无法区分 ambiguous：第 {names} 片 slices {names} (margin below {shard.get('required')})"
+    return "与 HF 的任何一片都不一致 matches no slice of HF"
 
 
 def slice_html(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
@@ -179,15 +188,15 @@ def _shard_table(t: Trace) -> str:
     rows = []
     for s in t.parallel.get("shards", []):
         d = s["distances"][s["slice"]] if s.get("slice") is not None else None
-        found = f"第 {s['slice']} 片 slice {s['slice']}" if s.get("slice") is not None else "无 none"
+        found = f"第 {s['slice']} 片 slice {s['slice']}" if s.get("slice") is not None else _undecided(s)
         rel = num(d["rel"], 2) if d else "—"
         rows.append(f"| {s['rank']} | {'—' if s['layer'] is None else s['layer']} | {esc(SHARD_WORDS.get(s['what'], s['what']))} "
                     f"| {esc(SPLIT_WORDS.get(s.get('split', ''), ''))} {s.get('first', '')}–{s.get('last', '')} "
                     f"| {esc(s['shape'])} | {found} | {rel} |")
     return ("## 每一片都由比较找到 · Every shard, identified by comparison\n\n"
-            "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内的那一片。"
+            "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内、且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。"
             " Each recorded shard is compared with every rank's slice of HF's tensor (relative L2); the slice "
-            "within tolerance is listed.\n\n"
+            "within tolerance is listed, when the next-nearest slice is at least the margin farther (as for every ≡).\n\n"
             "| rank | 层 layer | 张量 tensor | 切片 slice | 形状 shape | 匹配 found | 相对差 rel |\n"
             "| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
 

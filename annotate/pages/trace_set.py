@@ -24,7 +24,7 @@ from typing import Mapping
 
 from annotate.project import Project
 from annotate.trace.store import Trace, find_traces, load_trace
-from annotate.trace.validate import non_finite
+from annotate.trace.validate import non_finite, weak_identity
 from annotate.vendoring.lock import VENDOR_DIR, sha256_bytes
 from annotate.vendoring.sync import local_hashes
 
@@ -194,9 +194,10 @@ class TraceReview:
 
 
 def review_traces(traces: TraceSet, strict: bool) -> TraceReview:
-    """The policy for stale and non-finite traces: a strict build refuses a trace with a non-finite value
-    (the first one found) and any stale CPU trace (it can be recorded again here); a build without
-    strict shows them with their values withheld and warns. A stale device trace is only a notice."""
+    """The policy for stale, non-finite and weakly identified traces: a strict build refuses a trace with a
+    non-finite value (the first one found), any stale CPU trace (it can be recorded again here), then a ≡
+    claimed below the identification margin (annotate.trace.validate.weak_identity); a build without strict
+    shows stale ones with their values withheld and warns. A stale device trace is only a notice."""
     notices = tuple(traces.notices())
     for view in traces.views if strict else ():
         if problem := non_finite(view.trace):
@@ -204,6 +205,9 @@ def review_traces(traces: TraceSet, strict: bool) -> TraceReview:
     stale = tuple(traces.refusals())
     if stale and strict:
         return TraceReview(fatal=(*stale, REFUSAL_FIX), notices=notices)
+    for view in traces.views if strict else ():
+        if problem := weak_identity(view.trace):
+            return TraceReview(fatal=(problem,), notices=notices)
     return TraceReview(warnings=stale, notices=notices)
 
 

@@ -20,6 +20,12 @@ MATH_WORDS = {
     "mlp": "MLP 增量 — MLP increment",
     "x2": "该层的输出 x₂（下一层的 x）— output of the layer (next layer's x)",
     "final_norm": "最后的归一化 — final norm of the model",
+    "ms1": "RMSNorm₁ 的均方 mean(x²)（乘 γ 之前的一步）— mean of squares inside RMSNorm₁",
+    "xhat1": "归一化后、乘 γ 之前的 x/RMS(x) — x normalised, before γ (inside RMSNorm₁)",
+    "ms2": "RMSNorm₂ 的均方 mean(x₁²) — mean of squares inside RMSNorm₂",
+    "xhat2": "归一化后、乘 γ 之前的 x₁/RMS(x₁) — x₁ normalised, before γ (inside RMSNorm₂)",
+    "msf": "最后归一化的均方 mean(x₂²) — mean of squares inside the final norm",
+    "xhatf": "归一化后、乘 γ 之前的 x₂/RMS(x₂) — x₂ normalised, before γ (inside the final norm)",
 }
 NONE_KEY = "none"   # the layer key of records outside the decoder layers (Qwen3Model.forward, model.norm)
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8, "int64": 8, "int32": 4, "bool": 1}
@@ -51,12 +57,36 @@ def delta(match: dict[str, Any]) -> str:
     return f"与 HF 差 max |Δ| = {num(match['max_abs'])} ({num(match.get('scale_ulps'), 3)} ulp)"
 
 
+def margin_text(identity: Mapping[str, Any]) -> str:
+    """Why a ≡ is unambiguous: `次近 runner-up x⁽⁰⁾ rel 0.75，裕度 margin 62（需 ≥ 4 required）`; "" when the
+    trace stored no margin (format < 3) or there is no other candidate of that shape."""
+    runner, margin = identity.get("runner_up"), identity.get("margin")
+    if not runner or margin is None:
+        return "仅此一个同形状候选 the only candidate of this shape" if "margin" in identity and not runner else ""
+    return (f"次近 runner-up {sup_label(runner['label'])} rel {num(runner.get('rel'), 2)}，"
+            f"裕度 margin {num(margin, 3)}（需 ≥ {num(identity.get('required'), 2)} required）")
+
+
+def ambiguous_text(identity: Mapping[str, Any]) -> tuple[str, str]:
+    """(short label, explanation) of an ambiguous identity: the candidates that cannot be told apart here."""
+    matches = identity.get("matches") or []
+    names = " | ".join(sup_label(m["label"]) for m in matches)
+    rels = "，".join(f"{sup_label(m['label'])} rel {num(m.get('rel'), 2)}" for m in matches)
+    return (f"无法区分 ambiguous: {names}",
+            f"在此检查点上无法区分 indistinguishable at this checkpoint: {rels}（容差 tolerance "
+            f"{num(identity.get('tolerance'), 2)}；≡ 要求次近者远 {num(identity.get('required'), 2)} 倍 — a ≡ needs the "
+            "runner-up that many times farther）。例如 token 的 RMS ≈ 1 时 x 与 x/RMS(x) 几乎相等 — e.g. when a "
+            "token's RMS ≈ 1, x and x/RMS(x) are nearly equal.")
+
+
 def identity_text(identity: Mapping[str, Any]) -> str:
     """The math variable(s) a tensor equals, with the distance: `x₁⁽²⁾, max |Δ| = 0`."""
     status = identity.get("status")
     matches = identity.get("matches") or []
     if status == "match" and matches:
         return " = ".join(sup_label(m["label"]) for m in matches) + ", " + delta(matches[0])
+    if status == "ambiguous":
+        return ambiguous_text(identity)[0]
     if status == "no match":
         near = identity.get("nearest")
         return "无匹配 no match" + (f"（最接近 nearest {sup_label(near['label'])}, rel {num(near.get('rel'), 2)}）"

@@ -26,8 +26,8 @@ from typing import Any
 from annotate.links import SOURCE_DIR, page_src_uri, relative
 from annotate.pages.tp_page import slice_html, split_key
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, esc, identity_text, layer_key, layer_name, math_words,
-                                     num, sup_label)
+from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, ambiguous_text, esc, identity_text, layer_key,
+                                     layer_name, margin_text, math_words, num, sup_label)
 from annotate.trace.schema import LineRecord, VarRecord
 from annotate.trace.store import Trace
 
@@ -229,7 +229,8 @@ def brief(trace: Trace, recs: list[LineRecord]) -> str:
         return "未执行 not run"
     shown = [v for v in recs[0].vars if v.role == "assigned"] or [v for v in recs[0].vars if v.role != "return"]
     parts = [f"{v.name} ≡ {sup_label(v.label)}" if v.identity.get("status") == "match" else
-             f"{v.name}: {kind_words(recs[0], v, trace)[0]}" if v.identity.get("status") == "no match" else v.name
+             f"{v.name}: {kind_words(recs[0], v, trace)[0]}" if v.identity.get("status") == "no match" else
+             f"{v.name}: {ambiguous_text(v.identity)[0]}" if v.identity.get("status") == "ambiguous" else v.name
              for v in shown]
     more = f" · {len(recs)} 次调用 calls" if len(recs) > 1 else ""
     return (" · ".join(parts) or "—") + more
@@ -338,8 +339,13 @@ def var_html(v: VarRecord, unchanged: str, rec: LineRecord, trace: Trace, where:
     ret = [n for n in v.same_memory if n.startswith("return")]
     role = ROLE_WORDS.get(v.role, v.role) + (" · 也被返回 returned" if ret else "")
     if status == "match":
+        margin = margin_text(v.identity)
         ident = (f'<span class="an-id an-match"{data}>≡ {esc(identity_text(v.identity))}</span>'
-                 f'<span class="an-words">{esc(math_words(key))}</span>')
+                 f'<span class="an-words">{esc(math_words(key))}</span>'
+                 + (f'<span class="an-margin">{esc(margin)}</span>' if margin else ""))
+    elif status == "ambiguous":
+        short, why = ambiguous_text(v.identity)
+        ident = f'<span class="an-id an-ambiguous" title="{esc(why)}">{esc(short)}</span><span class="an-why">{esc(why)}</span>'
     elif status == "no match":
         short, why = kind_words(rec, v, trace)
         css = "an-intermediate" if short.startswith("中间量") else "an-no-match"

@@ -17,7 +17,7 @@ import torch
 from annotate.errors import UserError
 from annotate.trace.internals import innermost_callable
 from annotate.trace.recorder import LIVE, Recorder
-from annotate.trace.reference import Identifier, PeerRun
+from annotate.trace.reference import Identifier, Identity, PeerRun
 from annotate.vendoring.lock import read_lock, upstream_lock
 from annotate.vendoring.sources import sha256_file
 
@@ -77,11 +77,22 @@ def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
                 continue
             seen.add(key)
             found = ident.identify(v.tensor[0] if v.tensor.dim() == 3 else v.tensor)
-            best = found.matches[0] if found.matches else None
             out.append({"line": r.line, "function": r.function, "module": r.module, "layer": r.layer, "var": v.name,
-                        "identity": best.key if best else "", "label": best.label if best else "",
-                        "max_abs": best.max_abs if best else None, "max_ulps": best.max_ulps if best else -1})
+                        **hf_identity(found)})
     return out
+
+
+def hf_identity(found: Identity) -> dict[str, Any]:
+    """One HF row's identity fields: the ≡ (`identity`, `label`, distance; empty unless status "match"), the
+    status, the margin it was claimed with and the runner-up, and the candidates of an ambiguous one."""
+    best = found.matches[0] if found.status == "match" else None
+    runner = found.runner_up
+    return {"identity": best.key if best else "", "label": best.label if best else "",
+            "max_abs": best.max_abs if best else None, "max_ulps": best.max_ulps if best else -1,
+            "status": found.status, "margin": found.margin, "required": found.required,
+            "runner_up": {"label": runner.label, "rel": runner.rel} if runner else None,
+            "rel": best.rel if best else None,
+            "ambiguous": [m.label for m in found.matches] if found.status == "ambiguous" else []}
 
 
 def summary(root: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,

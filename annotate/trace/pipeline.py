@@ -25,7 +25,7 @@ from annotate.trace.options import PRESETS, TRACE_DEFAULTS, TraceOptions, check_
 from annotate.trace.recorder import Recorder
 from annotate.trace.hf_lines import summary as hf_summary
 from annotate.vendoring.sources import sha256_file
-from annotate.trace.reference import TOLERANCE, Identifier, run_reference
+from annotate.trace.reference import MARGIN, TOLERANCE, Identifier, run_reference
 
 @dataclass
 class TraceRequest:
@@ -237,7 +237,7 @@ def _meta(opts: TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
                      "dynamo_while_recording": while_recording,
                      "recording_changed_output": not same},
         "reference": {"implementation": f"transformers Qwen3ForCausalLM ({ref.attn_implementation} attention)",
-                      "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE},
+                      "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE, "margin": MARGIN},
         "recorder": {"copies_taken": rec.copies.taken, "copies_reused": rec.copies.reused,
                      "views_of_copies": rec.copies.derived},
         "tensors_saved": saved,

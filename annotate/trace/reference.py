@@ -4,10 +4,17 @@ The peer captures, per layer ℓ, the textbook variables
 
     x, RMSNorm₁(x), Attn(RMSNorm₁(x)), x₁ = x + Attn(·), RMSNorm₂(x₁), MLP(RMSNorm₂(x₁)), x₂ = x₁ + MLP(·)
 
-and the final norm output, with forward hooks (nothing in the peer is modified). Every tensor the
-recorder saw is then compared with *all* candidates of its shape; the ones within tolerance are its
-identity, best first. Nothing is assumed from line numbers: if nano-vllm's `residual` holds x₁ after
-line 156, it is because it equals HF's x₁ there.
+and the final norm output, with forward hooks (nothing in the peer is modified); and RMSNorm's own
+steps for each of its three norms: mean(v²) and v/RMS(v) (normalised, before γ), where v is the norm's
+input. Those two are *recomputed* from the hooked input with the very operations of HF's
+``Qwen3RMSNorm.forward`` (to float32, ``pow(2).mean(-1, keepdim=True)``, ``* rsqrt(· + eps)``), since
+no hook sees a value inside a forward; γ ⊙ v/RMS(v) is the norm's output itself (RMSNorm₁ etc.).
+
+Every tensor the recorder saw is then compared with *all* candidates of its shape. It is labelled
+≡ v only when v is within tolerance *and* every other candidate is clearly farther (:data:`MARGIN`);
+when a second candidate is about as close, the identity is "ambiguous" and lists them. Nothing is
+assumed from line numbers: if nano-vllm's `residual` holds x₁ after line 156, it is because it equals
+HF's x₁ there and nothing else.
 """
 from __future__ import annotations
 
@@ -25,6 +32,17 @@ from annotate.trace.numerics import coarser, distance
 #: apart by a whole increment (≳ 10 % of the norm).
 TOLERANCE = {"bfloat16": 2.0 ** -4, "float16": 2.0 ** -7, "float32": 2.0 ** -12}
 
+#: How clearly the best candidate must win for a ≡: the runner-up (the nearest candidate holding another
+#: value) must be at least MARGIN times as far as the best, the best counted at no less than
+#: tolerance / MARGIN — so a runner-up inside the tolerance never lets a ≡ through. The stored
+#: ``margin`` of an identity is that ratio, runner-up rel / max(best rel, tolerance / MARGIN).
+#: Measured on the default bf16 trace (qwen3-0.6b, 4 layers × 32 tokens, the generated checkpoint of
+#: annotate/trace/runtime.py): every right identity sits at rel ≤ 0.0193 (rounding noise, growing per layer)
+#: and its runner-up at rel ≥ 0.094 (the closest pair: mean((x₁⁽³⁾)²) vs mean((x₂⁽³⁾)²); between vectors a
+#: whole increment or the normalisation, rel ≥ 0.19): margins ≥ 6.0 there. The old N(0, 1) embedding (token
+#: RMS ≈ 1) put x⁽⁰⁾ and x⁽⁰⁾/RMS(x⁽⁰⁾) at rel 0.0185, inside the tolerance: margin ≤ 1.2, ambiguous.
+MARGIN = 4.0
+
 _PREFERENCE = {"x2": 0, "x": 2}  # x(ℓ) and x₂(ℓ−1) are one tensor: name the one the code produced
 
 
@@ -37,14 +55,21 @@ class MathVarDef:
     latex: str
 
 
-MATH_VARS: dict[str, MathVarDef] = {d.key: d for d in (
+MATH_VARS: dict[str, MathVarDef] = {d.key: d for d in (   # in the order they arise in a layer
     MathVarDef("x", "x⁽{l}⁾", r"x^{{({l})}}"),
+    # RMSNorm's own steps, per norm (1, 2, f): mean of squares and the normalised input before γ
+    MathVarDef("ms1", "mean((x⁽{l}⁾)²)", r"\operatorname{{mean}}((x^{{({l})}})^2)"),
+    MathVarDef("xhat1", "x⁽{l}⁾/RMS(x⁽{l}⁾)", r"x^{{({l})}}/\mathrm{{RMS}}(x^{{({l})}})"),
     MathVarDef("rmsnorm1", "RMSNorm₁(x⁽{l}⁾)", r"\mathrm{{RMSNorm}}_1(x^{{({l})}})"),
     MathVarDef("attn", "Attn(RMSNorm₁(x⁽{l}⁾))", r"\mathrm{{Attn}}(\mathrm{{RMSNorm}}_1(x^{{({l})}}))"),
     MathVarDef("x1", "x₁⁽{l}⁾", r"x_1^{{({l})}}"),
+    MathVarDef("ms2", "mean((x₁⁽{l}⁾)²)", r"\operatorname{{mean}}((x_1^{{({l})}})^2)"),
+    MathVarDef("xhat2", "x₁⁽{l}⁾/RMS(x₁⁽{l}⁾)", r"x_1^{{({l})}}/\mathrm{{RMS}}(x_1^{{({l})}})"),
     MathVarDef("rmsnorm2", "RMSNorm₂(x₁⁽{l}⁾)", r"\mathrm{{RMSNorm}}_2(x_1^{{({l})}})"),
     MathVarDef("mlp", "MLP(RMSNorm₂(x₁⁽{l}⁾))", r"\mathrm{{MLP}}(\mathrm{{RMSNorm}}_2(x_1^{{({l})}}))"),
     MathVarDef("x2", "x₂⁽{l}⁾", r"x_2^{{({l})}}"),
+    MathVarDef("msf", "mean((x₂⁽{l}⁾)²)", r"\operatorname{{mean}}((x_2^{{({l})}})^2)"),
+    MathVarDef("xhatf", "x₂⁽{l}⁾/RMS(x₂⁽{l}⁾)", r"x_2^{{({l})}}/\mathrm{{RMS}}(x_2^{{({l})}})"),
     MathVarDef("final_norm", "RMSNorm_f(x₂⁽{l}⁾)", r"\mathrm{{RMSNorm}}_f(x_2^{{({l})}})"),
 )}
 
@@ -83,12 +108,19 @@ class Match:
 
 @dataclass
 class Identity:
-    """`status`: "match" (matches, best first), "no match" (nearest given) or "no candidate" (no peer of that shape)."""
+    """`status`: "match" (`matches`: the best candidate and those holding the very same value, e.g. x⁽ℓ⁾ and
+    x₂⁽ℓ−1⁾), "ambiguous" (`matches`: candidates too close to tell apart, best first; no ≡), "no match"
+    (`nearest` given) or "no candidate" (no peer of that shape). `runner_up` is the nearest candidate
+    holding another value than the best, `margin` how clearly the best wins (see :data:`MARGIN`,
+    stored as `required`); None when there is no other candidate."""
 
     status: str
     matches: list[Match] = field(default_factory=list)
     nearest: Match | None = None
     tolerance: float = 0.0
+    runner_up: Match | None = None
+    margin: float | None = None
+    required: float = MARGIN
 
 
 @dataclass
@@ -115,6 +147,21 @@ def _grab(store: dict[tuple[str, int], torch.Tensor], key: str, layer: int, t: t
     store[(key, layer)] = t.detach().to("cpu").clone()
 
 
+def _grab_steps(store: dict[tuple[str, int], torch.Tensor], which: str, layer: int, norm: Any, x: torch.Tensor) -> None:
+    """RMSNorm's steps on its input `x`, recomputed with the operations of HF's ``Qwen3RMSNorm.forward``
+    (float32, mean of squares over the last dim, times rsqrt(· + eps)): mean(x²) and x/RMS(x)."""
+    h = x.detach().to(torch.float32)
+    variance = h.pow(2).mean(-1, keepdim=True)
+    _grab(store, f"ms{which}", layer, variance)
+    _grab(store, f"xhat{which}", layer, h * torch.rsqrt(variance + norm.variance_epsilon))
+
+
+def _norm_hook(store: dict[tuple[str, int], torch.Tensor], which: str, layer: int) -> Any:
+    def hook(mod: Any, args: tuple[Any, ...]) -> None:
+        _grab_steps(store, which, layer, mod, args[0])
+    return hook
+
+
 def _hooks(model: Any, store: dict[tuple[str, int], torch.Tensor]) -> list[Any]:
     """Forward hooks on the peer's modules; each stores one math variable."""
     handles = []
@@ -124,12 +171,15 @@ def _hooks(model: Any, store: dict[tuple[str, int], torch.Tensor]) -> list[Any]:
             _grab(store, "x", i, args[0] if args else kwargs["hidden_states"])
         handles.append(layer.register_forward_pre_hook(pre_layer, with_kwargs=True))
         handles.append(layer.register_forward_hook(lambda m, a, o, i=i: _grab(store, "x2", i, _first(o))))
+        handles.append(layer.input_layernorm.register_forward_pre_hook(_norm_hook(store, "1", i)))
         handles.append(layer.input_layernorm.register_forward_hook(lambda m, a, o, i=i: _grab(store, "rmsnorm1", i, o)))
         handles.append(layer.self_attn.register_forward_hook(lambda m, a, o, i=i: _grab(store, "attn", i, _first(o))))
         handles.append(layer.post_attention_layernorm.register_forward_pre_hook(lambda m, a, i=i: _grab(store, "x1", i, a[0])))
+        handles.append(layer.post_attention_layernorm.register_forward_pre_hook(_norm_hook(store, "2", i)))
         handles.append(layer.post_attention_layernorm.register_forward_hook(lambda m, a, o, i=i: _grab(store, "rmsnorm2", i, o)))
         handles.append(layer.mlp.register_forward_hook(lambda m, a, o, i=i: _grab(store, "mlp", i, o)))
     last = len(layers) - 1
+    handles.append(model.model.norm.register_forward_pre_hook(_norm_hook(store, "f", last)))
     handles.append(model.model.norm.register_forward_hook(lambda m, a, o: _grab(store, "final_norm", last, o)))
     return handles
 
@@ -159,6 +209,20 @@ def run_reference(checkpoint: Path, layers: int, dtype: torch.dtype, device: tor
     return PeerRun(values, attn_implementation, transformers.__version__)
 
 
+def one_tensor(a: MathValue, b: MathValue) -> bool:
+    """Whether two peer variables are one tensor by construction: a layer's output x₂⁽ℓ⁾ is the next layer's
+    input x⁽ℓ⁺¹⁾. (Two variables that merely hold equal values at some checkpoint, like x and x/RMS(x) when
+    a token's RMS is 1, are not: that is an ambiguity, not a second name.)"""
+    pair = {(a.key, a.layer), (b.key, b.layer)}
+    return any(pair == {("x2", v.layer), ("x", v.layer + 1)} for v in (a, b))
+
+
+def separation(best_rel: float, runner_rel: float, tolerance: float) -> float:
+    """How clearly the best candidate wins: runner-up rel / max(best rel, tolerance / MARGIN). A ≡ needs
+    at least :data:`MARGIN`, i.e. a runner-up MARGIN times as far as the best and beyond the tolerance."""
+    return runner_rel / max(best_rel, tolerance / MARGIN)
+
+
 class Identifier:
     """Compares recorded tensors with every peer variable of the same shape."""
 
@@ -178,7 +242,8 @@ class Identifier:
         return self._stacks[key]
 
     def identify(self, t: torch.Tensor) -> Identity:
-        """The peer variables `t` equals within tolerance (best first), or the nearest one."""
+        """What `t` equals: a ≡ (best within tolerance, every other value clearly farther), ambiguous
+        (another value about as close: all listed), no match (the nearest given) or no candidate."""
         shape = tuple(t.shape)
         if not t.is_floating_point() or not any(tuple(v.tensor.shape) == shape for v in self.values):
             return Identity("no candidate")
@@ -187,13 +252,25 @@ class Identifier:
         flat = t.detach().to("cpu", dtype).float().reshape(1, -1)
         diff = torch.linalg.vector_norm(stack - flat, dim=1)
         rel = torch.where(norms > 0, diff / norms.clamp_min(1e-30), diff * float("inf"))
-        rel = torch.nan_to_num(rel, nan=0.0)
+        rels = torch.nan_to_num(rel, nan=0.0).tolist()
         tol = TOLERANCE[str(dtype).removeprefix("torch.")]
-        order = sorted(range(len(cands)), key=lambda i: (float(rel[i]), _PREFERENCE.get(cands[i].key, 1)))
-        hits = [i for i in order if float(rel[i]) <= tol]
-        if hits:
-            return Identity("match", [self._match(t, cands[i]) for i in hits], tolerance=tol)
-        return Identity("no match", nearest=self._match(t, cands[order[0]]), tolerance=tol)
+        order = sorted(range(len(cands)), key=lambda i: (rels[i], _PREFERENCE.get(cands[i].key, 1)))
+        best = order[0]
+        same = [i for i in order if i == best or (one_tensor(cands[i], cands[best]) and torch.equal(stack[i], stack[best]))]
+        others = [i for i in order if i not in same]
+        runner = others[0] if others else None
+        margin = None if runner is None else separation(rels[best], rels[runner], tol)
+        found = Identity("no match", tolerance=tol, margin=margin,
+                         runner_up=None if runner is None else self._match(t, cands[runner]))
+        if rels[best] > tol:
+            found.nearest = self._match(t, cands[best])
+        elif margin is None or margin >= MARGIN:
+            found.status, found.matches = "match", [self._match(t, cands[i]) for i in same]
+        else:   # the best and every value about as close: within tolerance or within the margin of the best
+            close = max(tol, MARGIN * rels[best])
+            found.status = "ambiguous"
+            found.matches = [self._match(t, cands[i]) for i in order if rels[i] <= close]
+        return found
 
     @staticmethod
     def _match(t: torch.Tensor, cand: MathValue) -> Match:

@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -326,11 +327,23 @@ def resolve_tokens(opts: TraceOptions, max_positions: int, default: int) -> int:
 
 # ---------------------------------------------------------------- checkpoints
 
+#: The generated checkpoint's statistics, chosen so that confusions between math variables show rather
+#: than hide (issue 19: with an N(0, 1) embedding, token RMS ≈ 1 made x and x/RMS(x) rel 0.0185 apart,
+#: inside the bf16 tolerance). Token RMS of the embedding, log-uniform in this range (far from 1):
+EMBED_RMS = (0.25, 0.5)
+#: a few residual channels of large magnitude, like real checkpoints' "massive activations": how many,
+#: and their size in multiples of the token's RMS (one sign per channel, shared by every token)
+MASSIVE_CHANNELS, MASSIVE_SCALE = 3, 8.0
+#: γ of every norm ~ exp(GAMMA_SPREAD · N(0, 1)): positive, a factor ~1.5 either way (not ≈ 1)
+GAMMA_SPREAD = 0.4
+
+
 def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """Deterministic random weights under HF Qwen3 names (same seed → same bytes).
 
-    Linear weights ~ N(0, 1/fan_in) keep activations O(1); norm weights ~ 1 + 0.1·N(0, 1) so γ
-    visibly matters; the embedding is N(0, 1).
+    Linear weights ~ N(0, 1/fan_in) keep activations O(1); γ ~ exp(GAMMA_SPREAD · N(0, 1)) so γ visibly
+    matters; each embedding row is N(0, 1) scaled to a token RMS in EMBED_RMS, with MASSIVE_CHANNELS
+    channels set to ±MASSIVE_SCALE × that RMS (see the constants above for why).
     """
     g = torch.Generator().manual_seed(seed)
     H, F, D = config["hidden_size"], config["intermediate_size"], config["head_dim"]
@@ -340,9 +353,9 @@ def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> 
         return (torch.randn(out, inp, generator=g) / inp ** 0.5).to(dtype)
 
     def gamma(n: int) -> torch.Tensor:
-        return (1.0 + 0.1 * torch.randn(n, generator=g)).to(dtype)
+        return torch.exp(GAMMA_SPREAD * torch.randn(n, generator=g)).to(dtype)
 
-    sd = {"model.embed_tokens.weight": torch.randn(config["vocab_size"], H, generator=g).to(dtype)}
+    sd = {"model.embed_tokens.weight": _embedding(config["vocab_size"], H, g).to(dtype)}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
         sd[p + "self_attn.q_proj.weight"] = lin(nq * D, H)
@@ -360,6 +373,25 @@ def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> 
     if not config["tie_word_embeddings"]:
         sd["lm_head.weight"] = lin(config["vocab_size"], H)
     return sd
+
+
+def trace_weights(meta: dict[str, Any]) -> dict[str, torch.Tensor] | None:
+    """The generated checkpoint a preset trace ran on, regenerated from the config, seed and dtype its meta
+    names (same seed → same bytes); None for a trace of a --model checkpoint (not regenerable here)."""
+    if meta["model"].get("kind") != "preset":
+        return None
+    return random_state_dict(meta["model"]["config"], int(meta["seed"]), getattr(torch, meta["dtype"]))
+
+
+def _embedding(vocab: int, hidden: int, g: torch.Generator) -> torch.Tensor:
+    """N(0, 1) rows scaled to a token RMS log-uniform in EMBED_RMS, with MASSIVE_CHANNELS large channels."""
+    low, high = EMBED_RMS
+    rms = torch.exp(torch.empty(vocab, 1).uniform_(math.log(low), math.log(high), generator=g))
+    emb = torch.randn(vocab, hidden, generator=g) * rms
+    channels = torch.randperm(hidden, generator=g)[:min(MASSIVE_CHANNELS, hidden)]
+    signs = torch.where(torch.rand(len(channels), generator=g) < 0.5, -1.0, 1.0)
+    emb[:, channels] = signs * MASSIVE_SCALE * rms
+    return emb
 
 
 def write_checkpoint(folder: Path, config: dict[str, Any], seed: int, dtype: torch.dtype) -> Path:

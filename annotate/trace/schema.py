@@ -84,9 +84,15 @@ class MatchJson(DistancesJson):
 class IdentityJson(TypedDict):
     """Which math variable(s) a recorded tensor is, found by comparison with the peer."""
 
-    status: Literal["match", "no match", "no candidate"]   # all peers within tolerance, none, no peer of that shape
+    #: match: one peer within tolerance and the runner-up clearly farther (≡); ambiguous: several peers
+    #: within the margin (`matches` lists them); no match: none within tolerance; no candidate: no peer
+    #: of that shape (annotate/trace/reference.py)
+    status: Literal["match", "ambiguous", "no match", "no candidate"]
     matches: NotRequired[list[MatchJson]]
     nearest: NotRequired[MatchJson | None]
+    runner_up: NotRequired[MatchJson | None]   # the nearest other candidate (format 3)
+    margin: NotRequired[Real | None]           # runner-up rel / best rel (null: no runner-up)
+    required: NotRequired[Real | None]         # the margin a ≡ needs (reference.MARGIN)
     tolerance: NotRequired[Real]
 
 
@@ -139,7 +145,7 @@ class VarRecord:
     def matched(self) -> dict[str, Any] | None:
         """The best matching math variable (`key`, `layer`, `label`, `latex`, `max_abs`, `max_ulps`, …) or None."""
         m = self.identity.get("matches") or []
-        return dict(m[0]) if m else None
+        return dict(m[0]) if m and self.identity.get("status") == "match" else None
 
     @property
     def label(self) -> str:
@@ -186,10 +192,13 @@ class LineRecord:
 
 
 def identity_label(identity: Mapping[str, Any]) -> str:
-    """The label of a variable's `identity`: `x₂⁽1⁾ = x⁽2⁾`, `no match`, or `—` (no peer of that shape)."""
+    """The label of a variable's `identity`: `x₂⁽1⁾ = x⁽2⁾`, `ambiguous: x⁽0⁾ | x⁽0⁾/RMS(x⁽0⁾)`,
+    `no match`, or `—` (no peer of that shape)."""
     status = identity.get("status")
     if status == "match":
         return " = ".join(m["label"] for m in identity["matches"])
+    if status == "ambiguous":
+        return "ambiguous: " + " | ".join(m["label"] for m in identity["matches"])
     return "no match" if status == "no match" else "—"
 
 
@@ -532,8 +541,9 @@ def _check_references(data: dict[str, Any], at: codec.At) -> None:
 
 
 def _check_var(var: VarRecord, records: list[LineRecord], i: int, at: codec.At) -> None:
-    if var.identity["status"] == "match" and not var.identity.get("matches"):
-        at.key("identity").key("matches").fail("at least one match when status is \"match\"", [])
+    status = var.identity["status"]
+    if status in ("match", "ambiguous") and not var.identity.get("matches"):
+        at.key("identity").key("matches").fail(f"at least one match when status is \"{status}\"", [])
     if var.same_copy_as is not None:
         ref = var.same_copy_as
         if ref["record"] >= i:

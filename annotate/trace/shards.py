@@ -21,7 +21,7 @@ import torch
 
 from annotate.trace.numerics import distance
 from annotate.trace.recorder import PARALLEL_FORWARDS, RawRecord
-from annotate.trace.reference import TOLERANCE, PeerRun
+from annotate.trace.reference import MARGIN, TOLERANCE, PeerRun, separation
 
 ALL_REDUCE = "all_reduce("
 #: HF Qwen3 modules whose output (or input, for o_proj / down_proj) a shard is a slice of
@@ -156,12 +156,21 @@ def _against(value: torch.Tensor, expected: torch.Tensor) -> dict[str, Any]:
 
 
 def identify_slice(value: torch.Tensor, candidates: list[torch.Tensor]) -> dict[str, Any]:
-    """Which candidate (one per rank's slice) `value` equals: the nearest by relative L2 when it is
-    within tolerance (`slice` None otherwise), with the distance to each."""
+    """Which candidate (one per rank's slice) `value` equals, by the same rule as every other identity
+    (annotate/trace/reference.py): the nearest by relative L2 within tolerance, and the runner-up
+    (the nearest other slice) at least MARGIN times as far; `slice` is None otherwise, and
+    `ambiguous` lists the slices that cannot be told apart. `margin` is that ratio (None: one slice)."""
     dists = [_against(value, c) if tuple(c.shape) == tuple(value.shape) else None for c in candidates]
-    ok = [(d["rel"], i) for i, d in enumerate(dists) if d is not None and d["within"]]
-    best = min(ok)[1] if ok else None
-    return {"slice": best, "distances": dists}
+    order = sorted((d["rel"], i) for i, d in enumerate(dists) if d is not None)
+    tol = _tolerance(value)
+    margin = separation(order[0][0], order[1][0], tol) if len(order) > 1 else None
+    found: dict[str, Any] = {"slice": None, "distances": dists, "margin": margin, "required": MARGIN}
+    if order and order[0][0] <= tol:
+        if margin is None or margin >= MARGIN:
+            found["slice"] = order[0][1]
+        else:
+            found["ambiguous"] = [i for rel, i in order if rel <= max(tol, MARGIN * order[0][0])]
+    return found
 
 
 def _qkv_slices(hf: HFInner, s: Shape, layer: int) -> list[torch.Tensor]:
@@ -212,6 +221,7 @@ def _shard(rank: int, layer: int | None, what: str, where: tuple[str, str, str],
     function, module, var = where
     return {"rank": rank, "layer": layer, "what": what, "function": function, "module": module, "var": var,
             "shape": list(value.shape), "slice": found["slice"], "expected_slice": rank, "split": kind,
+            "margin": found["margin"], "required": found["required"], "ambiguous": found.get("ambiguous", []),
             "first": rank * per, "last": (rank + 1) * per - 1, "distances": found["distances"]}
 
 

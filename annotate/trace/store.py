@@ -2,7 +2,7 @@
 
 A trace is a directory (default `traces/cpu`):
 
-    <trace>/trace.json            format "annotate-trace", version 2 — everything the site shows,
+    <trace>/trace.json            format "annotate-trace", version 3 — everything the site shows,
                                   and no source text: statements are referred to by file, line and
                                   the vendored files' line hashes (annotate/trace/placement.py)
     <trace>/tensors.safetensors   optional full tensors, keyed by the `tensor` field of a variable
@@ -38,7 +38,8 @@ from annotate.vendoring.sync import local_hashes
 TRACE_FORMAT = "annotate-trace"
 VERSION = 3
 #: versions this reader accepts: 1 (statement text inside, no line hashes) is still read, its text
-#: ignored; 2 has no `ranks` / `parallel` (one rank)
+#: ignored; 2 has no identification margin (no runner-up, no "ambiguous": read, but a strict build
+#: refuses its ≡) and no `ranks` / `parallel` (one rank)
 READABLE = (1, 2, 3)
 JSON_NAME = "trace.json"
 TENSORS_NAME = "tensors.safetensors"

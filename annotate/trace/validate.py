@@ -28,6 +28,36 @@ def non_finite(trace: Any) -> str | None:
     return None
 
 
+def weak_identity(trace: Any) -> str | None:
+    """The first ≡ a loaded trace claims without the margin it needs, as one line naming the line and
+    variable (a strict build refuses it); else None. A ≡ needs its runner-up (the nearest other value)
+    to be `required` times as far (annotate/trace/reference.py MARGIN); a trace recorded before margins
+    were stored (version < 3) cannot show that, so its ≡ are refused too. HF's traced lines
+    (`summary.hf_lines`) are held to the same rule."""
+    for rec in trace.records:
+        for var in rec.vars:
+            if problem := _weak(var.identity):
+                return (f"{trace.path}: {rec.file}:{rec.line} (layer {rec.layer}) `{var.name}` ≡ "
+                        f"{var.identity['matches'][0]['label']}: {problem}; {TRACE_FIX}")
+    for entry in (trace.summary.get("hf_lines") or {}).get("lines", []):
+        if entry.get("label") and (problem := _weak(entry)):
+            return (f"{trace.path}: HF line {entry['line']} (layer {entry['layer']}) `{entry['var']}` ≡ {entry['label']}: "
+                    f"{problem}; {TRACE_FIX}")
+    return None
+
+
+def _weak(identity: dict[str, Any]) -> str | None:
+    """Why an identity's ≡ is not backed by its margin (None: it is, or it claims no ≡)."""
+    if identity.get("status", "match") != "match" or ("matches" in identity and not identity["matches"]):
+        return None
+    margin, required = identity.get("margin", "unset"), identity.get("required")
+    if margin == "unset" or required is None:
+        return "recorded without an identification margin (trace format < 3)"
+    if margin is not None and margin < required:
+        return f"runner-up margin {margin:.3g} below the required {required:.3g}"
+    return None
+
+
 def check_tensors(folder: Path, records: list[LineRecord], name: str,
                   ranks: Mapping[int, list[LineRecord]] | None = None) -> None:
     """tensors.safetensors, when there: readable, and every `tensor` key of a variable in it with its

@@ -11,17 +11,23 @@ strict build checked against the lock, read once).
 The CUDA C kernel (an op of vLLM's compiled ``_C`` extension) needs the compiled extension and a GPU:
 it is not run.
 
-For every ``add_rms_forward`` call whose tensors a trace saved (the ``tiny`` preset), the op gets the
-call's recorded arguments and its results are compared with nano-vllm's recorded lines: the rounded
-residual and the normalised sum (before γ: the op is called without a weight, since traces do not
-keep parameters), and with HF's order (round first, then normalise the rounded residual).
+For every ``add_rms_forward`` call whose tensors a trace saved, the op gets the call's recorded
+arguments and its results are compared two ways:
+
+- with nano-vllm's *eager replay* of the compiled body (its recorded lines): the rounded residual and
+  the normalised sum before γ (the op called without a weight), and with HF's order (round first, then
+  normalise the rounded residual);
+- with the *compiled* call's outputs (what the caller received, recorded after ``RMSNorm.forward``'s
+  line that calls it: what the rest of the site shows), the op called with the layer's γ — regenerated
+  from the preset checkpoint the trace names (traces keep no parameters); not for a --model trace.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.store import ADD_RMS
@@ -30,6 +36,8 @@ from annotate.vendoring.lock import upstream_dir
 OPS_FILE = "vllm/ir/ops/layernorm.py"
 VENDOR = upstream_dir("vllm")
 _PACKAGE = "_annotate_vendored_vllm"
+#: the traced method that calls the compiled add_rms_forward and returns its outputs
+CALLER = "RMSNorm.forward"
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class FusedCompare:
     residual: Distance      # vLLM's new residual vs nano-vllm's `residual = x.to(orig_dtype)`
     normalised: Distance    # vLLM's output (no weight) vs nano-vllm's normalised fp32 sum, rounded
     hf_normalised: Distance  # normalising the *rounded* residual (HF's order) vs nano-vllm's
+    compiled_residual: Distance | None = None  # vLLM with γ vs the compiled call's residual (None: no γ or output)
+    compiled_out: Distance | None = None       # vLLM with γ vs the compiled call's normalised output
 
 
 def _register_op(fn: Callable | None = None, **_: Any) -> Any:
@@ -80,9 +90,10 @@ def load_ops(data: bytes) -> types.ModuleType:
     return module
 
 
-def compare_trace(ops: bytes, trace: Any) -> list[FusedCompare]:
+def compare_trace(ops: bytes, trace: Any, weights: Mapping[str, Any] | None = None) -> list[FusedCompare]:
     """Run vLLM's native op (the op file's bytes, see :func:`load_ops`) on every recorded add_rms_forward
-    call with saved tensors (empty when none)."""
+    call with saved tensors (empty when none). `weights` (the checkpoint's, by HF name) adds the comparison
+    with γ against the compiled call's outputs."""
     import torch
 
     calls: dict[tuple[str, int], dict[str, Any]] = {}
@@ -94,7 +105,7 @@ def compare_trace(ops: bytes, trace: Any) -> list[FusedCompare]:
     native = load_ops(ops)
     eps = float(trace.meta["model"]["config"].get("rms_norm_eps", 1e-6))
     out = []
-    for (module, _), call in calls.items():
+    for (module, call_no), call in calls.items():
         got = _tensors(trace, call["records"])
         if got is None:
             continue
@@ -103,9 +114,28 @@ def compare_trace(ops: bytes, trace: Any) -> list[FusedCompare]:
         rounded = nano_residual.float()
         hf_norm = (rounded * torch.rsqrt(rounded.pow(2).mean(dim=-1, keepdim=True) + eps)).to(x.dtype)
         nano = nano_norm.to(x.dtype)
-        out.append(FusedCompare(module, call["layer"], distance(v_res, nano_residual), distance(v_norm, nano),
-                                distance(hf_norm, nano)))
+        found = FusedCompare(module, call["layer"], distance(v_res, nano_residual), distance(v_norm, nano),
+                             distance(hf_norm, nano))
+        gamma = (weights or {}).get(f"{module}.weight")
+        compiled = _compiled_outputs(trace, module, call_no)
+        if gamma is not None and compiled is not None:
+            g_norm, g_res = native.fused_add_rms_norm(x.clone(), residual.clone(), gamma, eps)
+            found = dataclasses.replace(found, compiled_residual=distance(g_res, compiled[1]),
+                                        compiled_out=distance(g_norm, compiled[0]))
+        out.append(found)
     return out
+
+
+def _compiled_outputs(trace: Any, module: str, call: int) -> tuple[Any, Any] | None:
+    """(normalised output, residual) the compiled add_rms_forward returned to ``RMSNorm.forward`` in this call."""
+    rec = next((r for r in trace.records if r.function == CALLER and r.module == module and r.call == call
+                and r.var("return[0]") is not None and r.var("return[1]") is not None), None)
+    if rec is None or rec.var("return[0]").tensor is None or rec.var("return[1]").tensor is None:
+        return None
+    try:
+        return trace.tensor(rec.var("return[0]").tensor), trace.tensor(rec.var("return[1]").tensor)
+    except KeyError:
+        return None
 
 
 def _tensors(trace: Any, records: list[Any]) -> tuple[Any, Any, Any, Any] | None:

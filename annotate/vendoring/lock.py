@@ -92,16 +92,19 @@ class Upstream:
 
     @property
     def ref(self) -> str:
-        """What permalinks pin: the full commit when known, else the tag."""
-        return self.commit or self.tag
+        """What permalinks pin: the full commit when known, else the commit the artifact says it was built
+        from (vLLM's wheel names one in `_version.py`), else the tag (HF's wheel names no commit)."""
+        return self.commit or self.built_from or self.tag
 
     @property
     def pin_words(self) -> str:
         """How exact the pin is, in the page's words (Chinese first)."""
         if self.commit:
             return f"提交 commit {self.commit[:10]}"
-        extra = f"; wheel built from {self.built_from}" if self.built_from else ""
-        return f"标签 tag {self.tag} (完整提交未知 full commit not established{extra})"
+        if self.built_from:
+            return (f"标签 tag {self.tag}；wheel 构建自提交 built from commit {self.built_from}，链接指向该提交 "
+                    "links point at that commit")
+        return f"标签 tag {self.tag} (完整提交未知 full commit not established；链接指向标签 links point at the tag)"
 
     def permalink(self, path: str, start: int, end: int | None = None) -> str:
         """`…/blob/<full sha or tag>/<repo path><path>#L<a>-L<b>` for upstream lines (not local ones: see linemap)."""

@@ -236,7 +236,7 @@
     if (!up || !ra || !rb || ra.classList.contains("an-local") || rb.classList.contains("an-local")) return null;
     // data-upstream is there only where the upstream line number differs from the local one
     var ua = ra.getAttribute("data-upstream") || String(a), ub = rb.getAttribute("data-upstream") || String(b);
-    return up.repo.replace(/\/$/, "") + "/blob/" + up.commit + "/" + data.path + "#L" + ua + (ub !== ua ? "-L" + ub : "");
+    return up.file + "#L" + ua + (ub !== ua ? "-L" + ub : "");   // up.file: built by the build (lock.py file_url)
   }
   function codeOf(a, b) {
     var out = [];
