@@ -16,8 +16,9 @@ from annotate.trace.schema import LineRecord, VarRecord
 from annotate.trace.store import Trace
 
 TP_URI = "trace/tp.md"
-ALL_REDUCE = "all_reduce("
-PARALLEL_FUNCTIONS = ("RowParallelLinear.forward", "VocabParallelEmbedding.forward")
+#: the statement text of the in-place all_reduce (annotate.trace.shards finds it the same way; pages stay torch-free)
+_ALL_REDUCE = "all_reduce("
+_PARALLEL_FUNCTIONS = ("RowParallelLinear.forward", "VocabParallelEmbedding.forward")
 #: the split dimension of a shard, in words (Chinese first)
 SPLIT_WORDS = {"heads": "头 heads", "inter": "F 列", "vocab": "词表 id vocab ids"}
 #: what each recorded shard is, in words
@@ -26,7 +27,7 @@ SHARD_WORDS = {"qkv": "q、k、v 投影 projections", "o": "注意力输出 atte
                "act": "SiLU(gate) ⊙ up", "down_proj partial": "down_proj 部分和 partial sum",
                "embed partial": "嵌入部分和 embedding partial sum"}
 
-Href = Callable[..., str]
+_Href = Callable[..., str]
 
 
 def tp_view(traces: TraceSet) -> TraceView | None:
@@ -47,7 +48,7 @@ def _shards(trace: Trace) -> dict[tuple[int, str | None, str, str], dict[str, An
 
 def _after_reduce(records: list[LineRecord], rec: LineRecord) -> bool:
     """Whether `rec` (in a tensor-parallel forward) comes at or after its call's all_reduce line."""
-    return any(r.module == rec.module and r.call == rec.call and ALL_REDUCE in r.text and r.order <= rec.order
+    return any(r.module == rec.module and r.call == rec.call and _ALL_REDUCE in r.text and r.order <= rec.order
                for r in records if r.function == rec.function)
 
 
@@ -58,7 +59,7 @@ def slice_label(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
     if tp < 2:
         return ""
     records = trace.records if rank == 0 else trace.ranks.get(rank, [])
-    if rec.function in PARALLEL_FUNCTIONS and v.name == "y" and _after_reduce(records, rec):
+    if rec.function in _PARALLEL_FUNCTIONS and v.name == "y" and _after_reduce(records, rec):
         return f"all_reduce 之后：{tp} 个 rank 的部分和之和 — after all_reduce: Σ over {tp} ranks (replicated)"
     shard = _shards(trace).get((rank, rec.module, rec.function, v.name))
     if shard is None or list(shard["shape"]) != list(v.shape):
@@ -86,7 +87,7 @@ def slice_html(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
 
 # ---------------------------------------------------------------- the page
 
-def render(traces: TraceSet, href: Href) -> str:
+def render(traces: TraceSet, href: _Href) -> str:
     """The 张量并行 page from the first --tp trace (or how to record one)."""
     view = tp_view(traces)
     head = "---\ntitle: 张量并行 Tensor parallel\n---\n# 张量并行 · Tensor parallel\n\n"
@@ -128,7 +129,7 @@ def _line_of(records: list[LineRecord], function: str, module: str, name: str) -
     return None
 
 
-def _shapes(t: Trace, href: Href, key: str) -> str:
+def _shapes(t: Trace, href: _Href, key: str) -> str:
     """One decoder block (layer 1, or 0), each step's recorded shape on every rank."""
     layer = 1 if t.layers()[1:] else 0
     attn, mlp = f"model.layers.{layer}.self_attn", f"model.layers.{layer}.mlp"
@@ -158,7 +159,7 @@ def _reduces(t: Trace) -> str:
     """How many all_reduces ran per layer on rank 0, counted from the recorded lines."""
     per_layer: dict[int | None, int] = {}
     for r in t.records:
-        if r.function in PARALLEL_FUNCTIONS and ALL_REDUCE in r.text:
+        if r.function in _PARALLEL_FUNCTIONS and _ALL_REDUCE in r.text:
             per_layer[r.layer] = per_layer.get(r.layer, 0) + 1
     rows = "\n".join(f"| {'嵌入 embedding' if k is None else f'第 {k} 层 layer {k}'} | {n} |"
                      for k, n in sorted(per_layer.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))

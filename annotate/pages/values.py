@@ -173,12 +173,12 @@ class ValuesPanel:
     def _controls(keys: list[str], layer: str, tp: int = 1) -> str:
         """The layer switch, and the rank switch when a trace of the page ran on several ranks. The
         layer switch names only the shown layer; annotate.js adds the others from the page data
-        (`layers`, `outside`), so 28 layers do not weigh 28 options on every panel."""
+        (`layers`, `outside`) and the ranks from `data-ranks`, so 28 layers do not weigh 28 options
+        on every panel."""
         ranks = ""
-        if tp > 1:
-            opts = "".join(f'<option value="{r}"{" selected" if r == 0 else ""}>rank {r} / {tp}</option>' for r in range(tp))
-            ranks = (f'<label>并行 rank <select class="an-rank-select" aria-label="张量并行 rank tensor-parallel rank">'
-                     f'{opts}</select></label>')
+        if tp > 1:   # its options come from annotate.js (data-ranks): the page's weight stays one option per panel
+            ranks = (f'<label>并行 rank <select class="an-rank-select" data-ranks="{tp}" '
+                     'aria-label="张量并行 rank tensor-parallel rank"></select></label>')
         if keys == [NONE_KEY]:
             return f'<div class="an-values-controls">{ranks}</div>' if ranks else ""
         outside = ' data-outside="1"' if NONE_KEY in keys else ""

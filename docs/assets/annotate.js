@@ -165,17 +165,31 @@
     for (var i = 0; i < sel.options.length; i++) if (sel.options[i].value === want) return want;
     return def;
   }
+  /* the rank switch of a tensor-parallel trace comes empty (data-ranks="N"): add its N options once */
+  function fillRanks(panel) {
+    var sel = panel.querySelector(".an-rank-select");
+    if (!sel || sel.getAttribute("data-filled")) return;
+    var n = +sel.getAttribute("data-ranks");
+    for (var i = 0; i < n; i++) {
+      var o = document.createElement("option");
+      o.value = String(i);
+      o.textContent = "rank " + i + " / " + n;
+      sel.appendChild(o);
+    }
+    sel.setAttribute("data-filled", "1");
+  }
   function rankFor(panel) {
     var sel = panel.querySelector(".an-rank-select");
     if (!sel) return "0";
-    for (var i = 0; i < sel.options.length; i++) if (sel.options[i].value === state.rank) return state.rank;
-    return "0";
+    var n = +sel.getAttribute("data-ranks"), want = state.rank === null ? NaN : +state.rank;
+    return want >= 0 && want < n ? String(want) : "0";
   }
   function traceNow() { return state.trace || (data.values && data.values.traces[0] && data.values.traces[0].key); }
 
   /* fill an open (or about to be shown) panel with the current trace and layer */
   function show(panel) {
     fillLayers(panel);
+    fillRanks(panel);
     var trace = traceNow(), layer = layerFor(panel), line = panel.getAttribute("data-line"), rank = rankFor(panel);
     slot(panel);
     var sel = panel.querySelector(".an-layer-select"), rsel = panel.querySelector(".an-rank-select");
@@ -201,7 +215,7 @@
   function setUrl(panel) {
     var layer = layerFor(panel), trace = traceNow(), rank = rankFor(panel);
     var hash = "#L" + panel.getAttribute("data-line") + "&layer=" + layer + (trace ? "&trace=" + trace : "") +
-      (panel.querySelector(".an-rank-select") ? "&rank=" + rank : "");
+      (rank !== "0" ? "&rank=" + rank : "");   // rank 0 is the default: one-rank addresses stay as they were
     history.replaceState(null, "", hash);
   }
 
