@@ -1,6 +1,6 @@
 """An experiment's trace beside its baseline's: per line and layer the values, which identities hold.
 
-Both traces are read as recorded (:func:`annotate.trace.store.read_payload`); the experiment's
+Both traces are read as recorded (:func:`annotate.trace.store.read_plain_payload`); the experiment's
 lines are mapped back to the baseline's through its stored edits
 (:func:`annotate.experiments.baseline_line`), so every row pairs the same statement, layer and call.
 Identities are not assumed: a row's identities are the math variables the existing identification
@@ -17,7 +17,7 @@ from typing import Any
 
 from annotate.experiments import baseline_line
 from annotate.trace.reference import MATH_VARS
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_payload
+from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_plain_payload
 
 #: flow variables plotted over layers (the two variables of the lesson)
 PLOTTED = ("residual", "hidden_states")
@@ -125,7 +125,7 @@ def _rank(key: str) -> int:
 
 def compare_traces(baseline: Path, experiment: Path) -> ExperimentComparison:
     """Compare the experiment trace folder with its baseline trace folder."""
-    base, exp = read_payload(baseline), read_payload(experiment)
+    base, exp = read_plain_payload(baseline), read_plain_payload(experiment)
     block = exp.get("experiment") or {}
     edits = block.get("edits", [])
     tensors = _Tensors(baseline, experiment)

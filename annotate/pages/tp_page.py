@@ -195,7 +195,8 @@ def _shard_table(t: Trace) -> str:
                     f"| {esc(SPLIT_WORDS.get(s.get('split', ''), ''))} {s.get('first', '')}–{s.get('last', '')} "
                     f"| {esc(s['shape'])} | {found} | {rel} |")
     return ("## 每一片都由比较找到 · Every shard, identified by comparison\n\n"
-            "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内、且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。"
+            "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内、"
+            "且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。"
             " Each recorded shard is compared with every rank's slice of HF's tensor (relative L2); the slice "
             "within tolerance is listed, when the next-nearest slice is at least the margin farther (as for every ≡).\n\n"
             "| rank | 层 layer | 张量 tensor | 切片 slice | 形状 shape | 匹配 found | 相对差 rel |\n"

@@ -92,10 +92,10 @@ def measured_units(root: Path) -> float | None:
     """:func:`recorded_units` of the default trace (``annotate trace``'s output) when it is recorded, else None."""
     from annotate.trace.options import TRACE_DEFAULTS
     from annotate.trace.pipeline import default_out
-    from annotate.trace.store import read_payload
+    from annotate.trace.store import read_plain_payload
 
     folder = default_out(TRACE_DEFAULTS, root)
-    return recorded_units(read_payload(folder)) if (folder / "trace.json").is_file() else None
+    return recorded_units(read_plain_payload(folder)) if (folder / "trace.json").is_file() else None
 
 
 def estimate(config: dict[str, Any], layers: int, tokens: int, dtype: str, units: float | None = None,

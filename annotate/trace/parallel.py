@@ -147,12 +147,10 @@ def launch(req: Any, opts: TraceOptions, out: Path, key: dict[str, Any], facts: 
 
 
 def written_payload(out: Path) -> dict[str, Any]:
-    """The trace.json rank 0 has just written (and validated on writing), as the plain JSON the
-    report reads (store.read_payload gives typed records)."""
-    from annotate import codec
+    """The trace.json rank 0 has just written, as the plain JSON the report reads."""
     from annotate.trace import store
 
-    return codec.obj(codec.read_json(store.trace_json(out), fix=store.TRACE_FIX), codec.At(str(out)))
+    return store.read_plain_payload(out)
 
 
 def supervise(procs: list[Any], work: Path, tp: int, poll: float = 0.1) -> None:
