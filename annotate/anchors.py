@@ -71,11 +71,11 @@ class Resolution:
         if self.state == CHANGED:
             return f"changed: statement not found in {a.symbol}; nearest: {nearest_text(self.candidates)}"
         if self.state == AMBIGUOUS:
-            return ambiguous_text(a, self.candidates)
+            return occurrences_text(a, self.candidates)
         return f"vanished: symbol {a.symbol!r} is gone from {a.path}"
 
 
-def ambiguous_text(anchor: Anchor, occurrences: tuple[tuple[int, str], ...]) -> str:
+def occurrences_text(anchor: Anchor, occurrences: tuple[tuple[int, str], ...]) -> str:
     """`ambiguous: … occurs 2 times in X (lines 257, 273); add nth: 0–1`: the report of an ambiguous anchor."""
     lines = ", ".join(str(line) for line, _ in occurrences)
     return (f"ambiguous: the statement occurs {len(occurrences)} times in {anchor.symbol or 'module level'} "

@@ -25,7 +25,7 @@ FIX = f"fix {MAP_FILE} (see its header comment for the format)"
 
 #: for which dtypes a cell's `holds` is stated: `bfloat16` (the default trace's dtype), or `both` when it is
 #: as true in float32 (a cell with a `float32` mapping says what differs there instead)
-DTYPES = ("bfloat16", "both")
+CELL_DTYPES = ("bfloat16", "both")
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def _cell(value: Any, at: codec.At, step: str, framework: str) -> MapCell:
     _known(cell, CELL_KEYS, at)
     anchors = codec.field(cell, "anchors", at, codec.array)
     holds, float32 = (_mapping(cell, key, at) for key in ("holds", "float32"))
-    dtype = codec.field(cell, "dtype", at, lambda v, a: codec.string(v, a, "|".join(DTYPES), " or ".join(DTYPES)),
+    dtype = codec.field(cell, "dtype", at, lambda v, a: codec.string(v, a, "|".join(CELL_DTYPES), " or ".join(CELL_DTYPES)),
                         "bfloat16")
     if dtype == "both" and float32:
         at.key("dtype").fail("bfloat16 when the cell says what float32 holds", dtype)

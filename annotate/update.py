@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from annotate import source as pysource
-from annotate.anchors import (AMBIGUOUS, CHANGED, EXACT, MOVED, VANISHED, Anchor, ambiguous_text, compare,
+from annotate.anchors import (AMBIGUOUS, CHANGED, EXACT, MOVED, VANISHED, Anchor, occurrences_text, compare,
                               nearest_text, resolve)
 from annotate.atomic import stage_file
 from annotate.errors import UserError
@@ -95,7 +95,7 @@ class AnchorReport:
             text = (f"statement not found in {self.anchor.symbol or 'module level'}; "
                     f"nearest: {nearest_text(self.candidates)}")
         elif self.state == AMBIGUOUS:
-            text = ambiguous_text(self.anchor, self.candidates)
+            text = occurrences_text(self.anchor, self.candidates)
         else:
             text = f"symbol {self.anchor.symbol!r} is gone" if self.anchor.symbol else "file is gone"
         if self.was not in (EXACT, MOVED, "unknown"):

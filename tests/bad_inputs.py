@@ -347,7 +347,7 @@ ROWS: tuple[Row, ...] = (
         ("check", "--no-claims", "--no-math"), "(or, if vendor/vllm-old.lock.json is stray, delete it)",
         lambda p, t: (p / "vendor/vllm-old.lock.json").write_bytes((p / "vendor/vllm.lock.json").read_bytes())),
     Row("lock", "vendor/ 里多出一份锁的拷贝（sync）", "a stray copy of a lock in vendor/ (sync)", ("vendor", "sync"),
-        "vendor/vllm-old.lock.json: vllm/ir/ops/layernorm.py is also vendored by vendor/vllm.lock.json",
+        "vendor/vllm-old.lock.json: vllm/distributed/communication_op.py is also vendored by vendor/vllm.lock.json",
         lambda p, t: (p / "vendor/vllm-old.lock.json").write_bytes((p / "vendor/vllm.lock.json").read_bytes())),
     # --- wheels (the registry source)
     Row("wheel", "wheel 不是 zip", "a wheel that is not a zip", ("vendor", "sync"), "not a readable wheel",
