@@ -123,14 +123,14 @@ def test_the_real_file_is_read(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(READERS))
-@settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=4096))
 def test_random_bytes_are_one_line_or_accepted(name: str, data: bytes) -> None:
     _one_line_or_accepted(READERS[name], data)
 
 
 @pytest.mark.parametrize("name", list(READERS))
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(edits=st.lists(_EDIT, min_size=1, max_size=4))
 def test_mutated_real_files_are_one_line_or_accepted(name: str, edits: list[tuple[str, float, bytes]]) -> None:
     reader = READERS[name]

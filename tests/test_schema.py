@@ -91,6 +91,12 @@ CASES: list[tuple[str, Callable[[dict], Any], str]] = [
      "$.compiled_checks[0].outputs: expected a list, got an object"),
     ("hf line without var", lambda d: d["summary"].update(hf_lines={"lines": [{"line": 1, "layer": 0, "identity": ""}]}),
      "$.summary.hf_lines.lines[0].var: missing"),
+    # found by the property test below after the margin fields (issue 19) met the schema (issue 23):
+    # the strict build's margin check compared a string with a number
+    ("hf line margin a string", lambda d: d["summary"]["hf_lines"]["lines"][1].update(margin="151"),
+     '$.summary.hf_lines.lines[1].margin: expected a number, got "151"'),
+    ("identity margin a string", lambda d: _first(d, "vars")["vars"][0]["identity"].update(margin="151"),
+     '.identity.margin: expected a number, got "151"'),
     ("function file escapes", lambda d: d["functions"][0].update(file="/etc/passwd"),
      "$.functions[0].file: expected a relative POSIX path"),
     ("model layers zero", lambda d: d["meta"]["model"].update(layers=0), "$.meta.model.layers: expected an integer >= 1"),
@@ -169,7 +175,7 @@ def _site_reads(folder: Path) -> None:
     expand((REPO / "docs" / "lesson.md").read_text(encoding="utf-8"), "lesson.md", repo_sources(), traces)
 
 
-@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, database=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(path=st.sampled_from(PATHS), how=st.sampled_from(["remove", *REPLACEMENTS]))
 def test_any_single_field_removed_retyped_or_out_of_range_is_refused_or_shown(path: tuple, how: Any) -> None:
     folder = Path(tempfile.mkdtemp(prefix="annotate-schema-")) / "cuda"

@@ -368,6 +368,14 @@ class FlowRowJson(TypedDict):
 
 
 @with_config(OPEN)
+class HfRunnerUpJson(TypedDict):
+    """The nearest other peer value of an HF line (its label and relative distance)."""
+
+    label: str
+    rel: Real
+
+
+@with_config(OPEN)
 class HfLineJson(TypedDict):
     """One (line, layer, module, variable) of HF transformers' own run."""
 
@@ -380,6 +388,14 @@ class HfLineJson(TypedDict):
     function: NotRequired[str]
     module: NotRequired[str | None]
     label: NotRequired[str]
+    # the identification's margin (format 3; annotate/trace/hf_lines.py hf_identity), read by the
+    # strict build's margin check and the HF panel
+    status: NotRequired[Literal["match", "ambiguous", "no match", "no candidate"]]
+    margin: NotRequired[Real | None]
+    required: NotRequired[Real | None]
+    runner_up: NotRequired[HfRunnerUpJson | None]
+    rel: NotRequired[Real | None]
+    ambiguous: NotRequired[list[str]]
 
 
 @with_config(OPEN)
