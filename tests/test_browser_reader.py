@@ -209,15 +209,16 @@ def test_keyboard_links_follow_one_tab_stop_per_panel_and_escape(reader: Visit) 
     reader.page.keyboard.press("Enter")
     reader.page.wait_for_function(f"location.hash === '{href}'")
     assert not reader.page.eval_on_selector(f"#{panel}", "d => d.open")
-    # Enter on a line-number link follows it too
+    # Enter on a line-number link follows it too, and the address gets the whole state (tests/test_browser_state.py)
     reader.page.focus("#L156 .an-ln")
     reader.page.keyboard.press("Enter")
-    reader.page.wait_for_function("location.hash === '#L156'")
-    assert not reader.page.eval_on_selector("#values-L156", "d => d.open")
+    full = "#L156&layer=1&trace=cpu"
+    reader.page.wait_for_function(f"location.hash === '{full}'")
+    assert reader.page.eval_on_selector("#values-L156", "d => d.open")
     # the skip control: go to line 156
     reader.page.fill(".an-goto input", "156")
     reader.page.keyboard.press("Enter")
-    reader.page.wait_for_function("location.hash === '#L156'")
+    reader.page.wait_for_function(f"location.hash === '{full}'")
     assert reader.page.evaluate("document.activeElement.matches('#values-L156 > summary, #L156 .an-ln')")
 
 

@@ -13,7 +13,10 @@
     for (var i = 0; i < all.length; i++) all[i].classList.remove("an-hl");
     if (!m || !all.length) return;
     var a = parseInt(m[1], 10), b = m[2] ? parseInt(m[2], 10) : a;
-    if (b < a) { var t = a; a = b; b = t; }
+    if (b < a) {   // #L156-L150 means L150-L156: the address says so too, so the bar cites what is highlighted
+      var t = a; a = b; b = t;
+      history.replaceState(null, "", "#L" + a + "-L" + b + window.location.hash.slice(m[0].replace(/&$/, "").length));
+    }
     var first = null;
     for (var j = 0; j < all.length; j++) {
       var n = parseInt(all[j].getAttribute("data-line"), 10);
@@ -81,6 +84,9 @@
    time a panel needs it: works from file://, and the page stays light whatever the depth of the
    run. The trace choice is page-wide (one switch in the banner) and remembered in localStorage;
    the layer choice switches every panel of the page; both go into the URL (#L156&layer=2&trace=cpu).
+   One state: every change (trace, layer, a line number, the goto form, a panel opened) writes the whole
+   address; on load the address wins over the remembered trace, which is then set to match. Every
+   summary line shows the page's trace and layer (or no identity until that trace's data has loaded).
    A trace recorded on several tensor-parallel ranks adds a rank switch: its views of rank r > 0 are
    keyed "<layer>@<r>", and the choice is page-wide and in the URL too (&rank=1). */
 (function () {
@@ -100,15 +106,39 @@
     for (var i = 0; i < ts.length; i++) if (ts[i].key === key) return ts[i];
     return null;
   }
+  /* a stray % in a hand-edited address must not stop the page: such a part is read as written */
+  function decode(text) { try { return decodeURIComponent(text); } catch (e) { return text; } }
+  /* the address: ref (L156 or L150-L156), line (a single line only), layer, trace, rank */
   function params() {
-    var out = {}, parts = window.location.hash.slice(1).split("&");
-    for (var i = 1; i < parts.length; i++) {
-      var kv = parts[i].split("=");
-      if (kv.length === 2) out[decodeURIComponent(kv[0])] = decodeURIComponent(kv[1]);
+    var kv = {}, parts = window.location.hash.slice(1).split("&");
+    var m = /^L(\d+)(?:-L(\d+))?$/.exec(parts[0] || "");
+    for (var i = m ? 1 : 0; i < parts.length; i++) {
+      var pair = parts[i].split("=");
+      if (pair.length === 2) kv[decode(pair[0])] = decode(pair[1]);
     }
-    var m = /^L(\d+)/.exec(parts[0] || "");
-    out.line = m ? m[1] : null;
-    return out;
+    return { ref: m ? parts[0] : null, line: m && (!m[2] || m[2] === m[1]) ? m[1] : null,
+             layer: kv.layer || null, trace: kv.trace || null, rank: kv.rank || null };
+  }
+  function layerKnown(key) {
+    var layers = (data.values && data.values.layers) || [];
+    return key === "none" || layers.map(String).indexOf(key) >= 0;
+  }
+  /* the page's layer: the chosen one, else the default of the first panel that has a layer switch */
+  function pageLayer() {
+    if (state.layer) return state.layer;
+    var sel = document.querySelector("details.an-values .an-layer-select");
+    return sel ? sel.closest("details.an-values").getAttribute("data-layer") : null;
+  }
+  /* the panel of the statement that holds `line`: its own, else the first panel after the line when
+     that statement starts at or before it */
+  function panelFor(line) {
+    var panel = document.getElementById("values-L" + line), row = document.getElementById("L" + line);
+    if (panel || !row) return panel;
+    var all = panels();
+    for (var i = 0; i < all.length; i++)
+      if (all[i].compareDocumentPosition(row) & Node.DOCUMENT_POSITION_PRECEDING)
+        return +all[i].getAttribute("data-line") <= +line ? all[i] : null;
+    return null;
   }
 
   /* load the script of a trace once, then run `done` */
@@ -188,6 +218,7 @@
 
   /* fill an open (or about to be shown) panel with the current trace and layer */
   function show(panel) {
+    header(panel);
     fillLayers(panel);
     fillRanks(panel);
     var trace = traceNow(), layer = layerFor(panel), line = panel.getAttribute("data-line"), rank = rankFor(panel);
@@ -195,47 +226,111 @@
     var sel = panel.querySelector(".an-layer-select"), rsel = panel.querySelector(".an-rank-select");
     if (sel) sel.value = layer;
     if (rsel) rsel.value = rank;
+    var st = panel.querySelector(".an-values-state");
+    if (st) st.textContent = stateText(panel);
     var key = rank === "0" ? layer : layer + "@" + rank;
     load(trace, function () {
       var views = (window.anValues[trace] || {})[line] || {}, view = views[key];
       if (!view && rank !== "0") { slot(panel).innerHTML = '<p class="an-none">这份运行只在一个 rank 上记录 — this trace ran on one rank; choose a TP trace (运行 trace) for rank ' + rank + "</p>"; return; }
       if (!view) { slot(panel).innerHTML = '<p class="an-none">这份运行没有记录这一行 this trace did not record this line</p>'; return; }
       slot(panel).innerHTML = view.h;
+      if (panel.anOpened) { panel.anOpened = false; clearOfBar(panel); }   // just opened: its ≡ lines above the bar
       panel.querySelector(".an-brief").textContent = view.b;
+      panel.setAttribute("data-brief", trace + "/" + key);
       panel.setAttribute("data-shown", trace + "/" + key);
+    });
+  }
+  /* the header of an open panel names its layer and trace; the page's trace switch sits beside the
+     layer switch (a copy of the banner's, kept in step by refresh), so it is never a page away */
+  function header(panel) {
+    var tag = panel.querySelector(".an-values-tag");
+    if (tag && !panel.querySelector(".an-values-state")) {
+      var st = document.createElement("span");
+      st.className = "an-values-state";
+      tag.parentNode.insertBefore(st, tag.nextSibling);
+    }
+    var banner = document.querySelector(".an-page-trace select");
+    if (!banner || panel.querySelector(".an-trace-select")) return;
+    var body = panel.querySelector(".an-values-body"), box = body.querySelector(".an-values-controls");
+    if (!box) { box = document.createElement("div"); box.className = "an-values-controls"; body.insertBefore(box, body.firstChild); }
+    var label = document.createElement("label"), sel = banner.cloneNode(true);
+    sel.setAttribute("aria-label", "运行 trace（整页 whole page）");
+    label.appendChild(document.createTextNode("运行 trace "));
+    label.appendChild(sel);
+    box.appendChild(label);
+  }
+  function viewKey(panel) { var rank = rankFor(panel), layer = layerFor(panel); return rank === "0" ? layer : layer + "@" + rank; }
+  /* "第 2 层 layer 2 · 运行 trace CPU · float32": what a panel shows, in its header */
+  function stateText(panel) {
+    var layer = layerFor(panel), info = traceInfo(traceNow()) || {};
+    var words = layer === "none" ? "层外 outside the layers" : "第 " + layer + " 层 layer " + layer;
+    if (panel.querySelector(".an-rank-select")) words += " · rank " + rankFor(panel);
+    return words + " · 运行 trace " + (info.label || traceNow() || "");
+  }
+  /* a folded panel's summary line for the page's trace and layer: the one baked into the page when
+     they are its own, else no identity ("加载中") until that trace's views have loaded */
+  function summarise(panel) {
+    var trace = traceNow(), want = trace + "/" + viewKey(panel), el = panel.querySelector(".an-brief");
+    if (!el || panel.getAttribute("data-brief") === want) return;
+    if (el.anBaked === undefined) el.anBaked = el.textContent;
+    if (want === panel.getAttribute("data-trace") + "/" + panel.getAttribute("data-layer")) {
+      el.textContent = el.anBaked; panel.setAttribute("data-brief", want); return;
+    }
+    el.textContent = "加载中… loading…";
+    panel.setAttribute("data-brief", "loading");
+    load(trace, function () {
+      if (trace + "/" + viewKey(panel) !== want) return;   // the choice moved on meanwhile
+      var view = ((window.anValues[trace] || {})[panel.getAttribute("data-line")] || {})[viewKey(panel)];
+      el.textContent = view ? view.b : "未记录 not recorded";
+      panel.setAttribute("data-brief", want);
     });
   }
   function refresh() {
     var all = panels();
-    for (var i = 0; i < all.length; i++) if (all[i].open || all[i].hasAttribute("data-shown")) show(all[i]);
-    var ts = document.querySelectorAll(".an-page-trace select");
+    for (var i = 0; i < all.length; i++) {
+      if (all[i].open || all[i].hasAttribute("data-shown")) show(all[i]);
+      else summarise(all[i]);
+    }
+    var ts = document.querySelectorAll(".an-trace-select");
     for (var j = 0; j < ts.length; j++) ts[j].value = traceNow();
   }
 
+  /* the page's whole state into the address: #L<x>&layer=<n>&trace=<key> (&rank=r on a TP trace) */
+  function writeUrl(ref) {
+    if (!data.values || !data.values.traces.length) return;
+    var parts = [], layer = pageLayer(), trace = traceNow();
+    if (ref === undefined) ref = params().ref;
+    if (ref) parts.push(ref);
+    if (layer) parts.push("layer=" + encodeURIComponent(layer));
+    if (trace) parts.push("trace=" + encodeURIComponent(trace));
+    if (state.rank && state.rank !== "0") parts.push("rank=" + state.rank);   // rank 0 is the default: one-rank addresses stay as they were
+    var hash = "#" + parts.join("&");
+    if (hash !== window.location.hash) history.replaceState(null, "", hash);
+  }
+  /* a panel opened or changed: the address names its line (or keeps the line it holds) */
   function setUrl(panel) {
-    var layer = layerFor(panel), trace = traceNow(), rank = rankFor(panel);
-    var hash = "#L" + panel.getAttribute("data-line") + "&layer=" + layer + (trace ? "&trace=" + trace : "") +
-      (rank !== "0" ? "&rank=" + rank : "");   // rank 0 is the default: one-rank addresses stay as they were
-    history.replaceState(null, "", hash);
+    var p = params();
+    writeUrl(p.line && panelFor(p.line) === panel ? p.ref : "L" + panel.getAttribute("data-line"));
   }
 
   function onChange(event) {
     var el = event.target;
     if (!el.classList) return;
-    if (el.classList.contains("an-trace-select")) { state.trace = el.value; remember(el.value); }
+    if (el.classList.contains("an-trace-select")) { if (!traceInfo(el.value)) return; state.trace = el.value; remember(el.value); }
     else if (el.classList.contains("an-layer-select")) state.layer = el.value;
     else if (el.classList.contains("an-rank-select")) state.rank = el.value;
     else return;
     refresh();
     var panel = el.closest("details.an-values");
     if (panel) setUrl(panel);
+    else { writeUrl(); openFromUrl(); }   // the banner's switch: the address, and so a reload, show the same
   }
 
   function syncExpanded(panel) {
     panel.querySelector("summary").setAttribute("aria-expanded", panel.open ? "true" : "false");
     var row = document.getElementById("L" + panel.getAttribute("data-line"));
     if (row) row.setAttribute("data-open", panel.open ? "true" : "false");
-    if (panel.open) show(panel);
+    if (panel.open) { panel.anOpened = true; show(panel); setUrl(panel); }
   }
 
   /* ---------- citations ---------- */
@@ -341,31 +436,60 @@
         '复制引用 Copy citation</button> <button type="button" class="an-linebar-close" aria-label="关闭 close">×</button>';
       document.body.appendChild(bar);
     }
-    var d = event.detail, btn = bar.querySelector(".an-cite");
-    btn.setAttribute("data-start", d.start); btn.setAttribute("data-end", d.end);
-    bar.querySelector(".an-linebar-where").textContent = "L" + d.start + (d.end > d.start ? "–" + d.end : "");
+    var d = event.detail, btn = bar.querySelector(".an-cite"), where = bar.querySelector(".an-linebar-where");
+    var last = document.querySelectorAll(".an-row[data-line]").length, end = Math.min(d.end, last);
+    if (!document.getElementById("L" + d.start)) {   // #L99999: say so, and offer no citation of a line that is not there
+      where.className = "an-linebar-where an-linebar-none";
+      where.textContent = "没有第 " + d.start + " 行（本文件共 " + last + " 行）— no line " + d.start + " here (" + last + " lines)";
+      btn.hidden = true;
+    } else {
+      btn.setAttribute("data-start", d.start); btn.setAttribute("data-end", end);
+      where.className = "an-linebar-where";
+      where.textContent = "L" + d.start + (end > d.start ? "–" + end : "");
+      btn.hidden = false;
+    }
     bar.hidden = false;
+    reserve();
+  }
+  /* the fixed bar must not sit on what the reader is reading: the page keeps its height free at the
+     bottom (scrolling to the end and focus moves stop above it), and an opened panel is scrolled clear */
+  function reserve() {
+    var bar = document.getElementById("an-linebar");
+    var h = bar && !bar.hidden ? Math.max(0, Math.ceil(window.innerHeight - bar.getBoundingClientRect().top) + 8) : 0;
+    document.body.style.paddingBottom = h ? h + "px" : "";
+    document.documentElement.style.scrollPaddingBottom = h ? h + "px" : "";
+  }
+  function clearOfBar(panel) {
+    var bar = document.getElementById("an-linebar");
+    if (!bar || bar.hidden) return;
+    var head = panel.querySelector(".an-view .an-var-head") || panel.querySelector("summary");
+    var top = bar.getBoundingClientRect().top, r = head.getBoundingClientRect(), s = panel.querySelector("summary").getBoundingClientRect();
+    var by = r.bottom + 4 - top;
+    if (by > 0) window.scrollBy(0, s.top > 0 ? Math.min(by, s.top) : by);   // keeps the summary on screen where it is
   }
 
   function onClick(event) {
     var t = event.target;
     var btn = t.closest && t.closest("button.an-cite");
     if (btn) { event.preventDefault(); copyText(citation(btn), btn); return; }
-    if (t.closest && t.closest(".an-linebar-close")) { document.getElementById("an-linebar").hidden = true; return; }
+    if (t.closest && t.closest(".an-linebar-close")) { document.getElementById("an-linebar").hidden = true; reserve(); return; }
     var row = t.closest && t.closest(".an-row.an-traced");
     if (!row || t.closest("a")) return;
     if (String(window.getSelection ? window.getSelection() : "")) return;   // selecting code, not opening
     var panel = document.getElementById(row.getAttribute("data-panel"));
-    if (panel) { panel.open = !panel.open; if (panel.open) { panel.scrollIntoView({ block: "nearest" }); setUrl(panel); } }
+    if (panel) {
+      panel.open = !panel.open;
+      if (panel.open) { panel.scrollIntoView({ block: "nearest" }); panel.querySelector("summary").focus({ preventScroll: true }); setUrl(panel); }
+    }
   }
 
   function onKey(event) {
     if (event.key !== "Escape") return;
-    var inside = document.activeElement && document.activeElement.closest && document.activeElement.closest("details.an-values[open]");
-    var open = inside || document.querySelector("details.an-values[open]");
+    // only the panel that holds the focus: Esc in the search box or the goto box is theirs, not a distant panel's
+    var open = document.activeElement && document.activeElement.closest && document.activeElement.closest("details.an-values[open]");
     if (!open) return;
     open.open = false;
-    open.querySelector("summary").focus();
+    open.querySelector("summary").focus({ preventScroll: true });
   }
 
   function onGoto(event) {
@@ -374,27 +498,30 @@
     event.preventDefault();
     var n = parseInt(form.elements.line.value, 10), row = document.getElementById("L" + n);
     if (!row) return;
-    window.location.hash = "#L" + n;
+    window.location.hash = "#L" + n;   // hashchange: fromUrl writes the rest of the state
     var next = row.parentElement.closest(".an-seg");
     var panel = next && next.nextElementSibling && next.nextElementSibling.matches("details.an-values") ? next.nextElementSibling : null;
     var target = panel && +panel.getAttribute("data-line") <= n ? panel.querySelector("summary") : row.querySelector(".an-ln");
     target.focus({ preventScroll: true });
   }
 
-  function fromUrl() {
+  /* an address with the state in it (#L156&layer=2&trace=cpu) opens the panel of its line; a bare
+     #L156 only lands on the line */
+  function openFromUrl() {
+    var p = params(), panel = p.line && (p.layer || p.trace || p.rank) ? panelFor(p.line) : null;
+    if (panel && !panel.open) { panel.open = true; show(panel); }
+  }
+  /* the address into the page: it wins over the remembered trace, which then follows it. On load a
+     bare #L156 is left as it is; a later change of the address (a line number, a note's line link,
+     the goto form) gets the whole state written into it, so the address always says what shows. */
+  function fromUrl(event) {
     var p = params();
-    if (p.trace && traceInfo(p.trace)) state.trace = p.trace;
-    if (p.layer) state.layer = p.layer;
-    if (p.rank) state.rank = p.rank;
-    if (!p.line || (!p.layer && !p.trace && !p.rank)) { refresh(); return; }
-    var panel = document.getElementById("values-L" + p.line);
-    if (!panel) {   // a line inside a statement: the panel of the statement that holds it
-      var all = panels(), row = document.getElementById("L" + p.line);
-      for (var i = 0; i < all.length && row; i++)   // the first panel after the line
-        if (all[i].compareDocumentPosition(row) & Node.DOCUMENT_POSITION_PRECEDING) { panel = all[i]; break; }
-    }
+    if (p.trace && traceInfo(p.trace)) { state.trace = p.trace; remember(p.trace); }
+    if (p.layer && layerKnown(p.layer)) state.layer = p.layer;
+    if (p.rank && /^\d+$/.test(p.rank)) state.rank = p.rank;
+    if ((event && p.ref) || p.layer || p.trace || p.rank) writeUrl();   // a note's #note-3 stays as it is
     refresh();
-    if (panel) { panel.open = true; show(panel); }
+    openFromUrl();
   }
 
   function wire() {
@@ -419,9 +546,13 @@
     document.addEventListener("copy", onCopy);
     document.addEventListener("an-lines", lineBar);
     window.addEventListener("hashchange", fromUrl);
+    document.addEventListener("an-lines", function () {   // a shift-click range comes bare: add the state
+      var p = params();
+      if (p.ref && !p.layer && !p.trace) writeUrl();
+    });
     fromUrl();
     var m = /^#L(\d+)(?:-L(\d+))?/.exec(window.location.hash);   // the first highlight ran before we listened
-    if (m) lineBar({ detail: { start: +m[1], end: +(m[2] || m[1]) } });
+    if (m) lineBar({ detail: { start: Math.min(+m[1], +(m[2] || m[1])), end: Math.max(+m[1], +(m[2] || m[1])) } });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", wire);
