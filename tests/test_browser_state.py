@@ -246,6 +246,7 @@ def test_line_bar_reads_odd_addresses(browser, traced_site: Path) -> None:
         page.goto(uri + "#L99999")                                           # no such line
         page.wait_for_selector("#an-linebar:not([hidden])")
         assert "99999" in page.locator(".an-linebar-where").inner_text()
+        assert page.locator(".an-linebar-where").evaluate("e => e.getClientRects().length") == 1   # one line
         assert not page.locator("#an-linebar .an-cite").is_visible()
         page.goto("about:blank")
         page.goto(uri + "#L156-L150")                                        # a reversed range

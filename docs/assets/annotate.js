@@ -440,7 +440,7 @@
     var last = document.querySelectorAll(".an-row[data-line]").length, end = Math.min(d.end, last);
     if (!document.getElementById("L" + d.start)) {   // #L99999: say so, and offer no citation of a line that is not there
       where.className = "an-linebar-where an-linebar-none";
-      where.textContent = "没有第 " + d.start + " 行（本文件共 " + last + " 行）— no line " + d.start + " here (" + last + " lines)";
+      where.textContent = "没有 L" + d.start + " no such line（共 " + last + " 行 lines）";
       btn.hidden = true;
     } else {
       btn.setAttribute("data-start", d.start); btn.setAttribute("data-end", end);
