@@ -32,7 +32,7 @@ _MARKER = re.compile(r"<p>\{\{diagram ([a-z0-9_]+)\}\}</p>")
 _CODE = re.compile(r"`([^`<>]+)`")
 
 
-def prose(text: str) -> str:
+def diagram_text(text: str) -> str:
     """Escaped text of a diagram with `code` spans as <code> and layer superscripts as digits (x₂⁽¹⁾)."""
     return _CODE.sub(r"<code>\1</code>", esc(sup_label(text)))
 
@@ -71,18 +71,18 @@ def counterexample_title(ce: Counterexample, number: int) -> str:
 
 def counterexample_html(diagram: str, ce: Counterexample, number: int) -> str:
     pid = f"dg-{diagram}-ce-{ce.key}"
-    rows = "".join(f'<tr><th scope="row">{prose(r.label)}</th><td class="dg-right">{prose(r.right)}</td>'
-                   f'<td class="dg-wrong">{prose(r.wrong)}</td></tr>' for r in ce.rows)
+    rows = "".join(f'<tr><th scope="row">{diagram_text(r.label)}</th><td class="dg-right">{diagram_text(r.right)}</td>'
+                   f'<td class="dg-wrong">{diagram_text(r.wrong)}</td></tr>' for r in ce.rows)
     return (f'<div class="dg-ce" data-ce="{esc(ce.key)}" data-number="{number}">'
             f'<button type="button" class="dg-ce-toggle" aria-expanded="false" aria-controls="{pid}">'
-            f'{prose(counterexample_title(ce, number))}</button>'
+            f'{diagram_text(counterexample_title(ce, number))}</button>'
             f'<div class="dg-ce-panel" id="{pid}" hidden>'
-            f'<p class="dg-ce-claim">{prose(ce.claim)}</p>'
+            f'<p class="dg-ce-claim">{diagram_text(ce.claim)}</p>'
             f'<div class="dg-scroll"><table class="dg-ce-table"><thead><tr><th scope="col"></th>'
             f'<th scope="col">正确读法 Right reading</th><th scope="col">错误读法 Wrong reading</th></tr></thead>'
             f'<tbody>{rows}</tbody></table></div>'
-            f'<p class="dg-ce-verdict">{prose(ce.verdict)}</p><p class="dg-ce-why"><strong>为什么错 Why it fails：</strong>'
-            f'{prose(ce.why)}</p></div></div>')
+            f'<p class="dg-ce-verdict">{diagram_text(ce.verdict)}</p><p class="dg-ce-why"><strong>为什么错 Why it fails：</strong>'
+            f'{diagram_text(ce.why)}</p></div></div>')
 
 
 def data_json(diagram: Diagram) -> str:
@@ -96,11 +96,11 @@ def diagram_html(diagram: Diagram) -> str:
     """One diagram: its blocks, the formula box, its counterexamples (or its notice)."""
     key = esc(diagram.key)
     if diagram.notice:
-        return f'<div class="dg-diagram dg-missing" data-diagram="{key}"><p class="dg-notice">{prose(diagram.notice)}</p></div>'
+        return f'<div class="dg-diagram dg-missing" data-diagram="{key}"><p class="dg-notice">{diagram_text(diagram.notice)}</p></div>'
     blocks = "".join(block_html(diagram, b) for b in diagram.blocks)
     numbers = counterexample_numbers()
     ces = "".join(counterexample_html(diagram.key, ce, numbers.get(ce.key, 0)) for ce in diagram.counterexamples)
-    return (f'<div class="dg-diagram" data-diagram="{key}"><p class="dg-title">{prose(diagram.title)}</p>'
+    return (f'<div class="dg-diagram" data-diagram="{key}"><p class="dg-title">{diagram_text(diagram.title)}</p>'
             f'<p class="dg-hint">点击或用 Tab 聚焦带框的数，看它的算式和它依赖的元素。 · Click or Tab to a boxed number to see '
             f'its arithmetic and the elements it depends on.</p>'
             f'<div class="dg-blocks">{blocks}</div>'
