@@ -45,6 +45,8 @@
     var narrow = window.matchMedia && window.matchMedia(NARROW).matches;
     if (narrow && block) {
       if (block.nextSibling !== out) block.parentNode.insertBefore(out, block.nextSibling);
+      var r = out.getBoundingClientRect();
+      if (r.bottom > window.innerHeight && out.scrollIntoView) out.scrollIntoView({block: "nearest"});
     } else if (blocks && blocks.nextSibling !== out) {
       blocks.parentNode.insertBefore(out, blocks.nextSibling);
     }
