@@ -153,6 +153,10 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
                                                           page=page.file.src_uri))
         return search_index.spaced_cells(html_text)   # cells apart in the search index's text
 
+    def on_post_page(self, output: str, page: Page, config: MkDocsConfig) -> str:
+        """Drop what only the search index reads (annotate.search_index.strip_search_only): indexed already."""
+        return search_index.strip_search_only(output)
+
     def on_post_template(self, output_content: str, template_name: str, config: MkDocsConfig) -> str:
         """404.html: relative links, so it is styled when opened from disk too (annotate.render.offline)."""
         return offline.relative_root_links(output_content) if template_name == "404.html" else output_content

@@ -158,6 +158,18 @@ def spaced_cells(page_html: str) -> str:
     return _CELL_GAP.sub(r"\1 ", page_html)
 
 
+_SEARCH_ONLY = re.compile(r'<span class="an-tex-text" hidden>[^<]*</span>|<an-formula data-search-exclude>|</an-formula>')
+
+
+def strip_search_only(page_html: str) -> str:
+    """The written page without what only the search index reads (each formula's wrapper and Unicode text,
+    :func:`annotate.pages.source_page.lean_math`): Material indexes a page before its template is rendered,
+    so the reader's page stays as heavy as before."""
+    if "an-formula" not in page_html:
+        return page_html
+    return _SEARCH_ONLY.sub("", page_html)
+
+
 def refine_file(site_dir: Path, pages: Sequence[SourceEntries]) -> bool:
     """Rewrite ``site_dir/search/search_index.json`` in place (atomically); False when there is none."""
     path = site_dir / INDEX_PATH

@@ -107,3 +107,14 @@ def test_table_cells_are_kept_apart_for_the_index() -> None:
     html = "<table><tr><td>cpu</td><td>cpu-bfloat16</td></tr><tr><th>a</th></tr></table><p>x</p><td>y</td>"
     assert si.spaced_cells(html) == ("<table><tr><td>cpu</td> <td>cpu-bfloat16</td></tr> <tr><th>a</th></tr></table>"
                                      "<p>x</p><td>y</td>")
+
+
+def test_what_only_the_index_reads_leaves_the_written_page() -> None:
+    from annotate.pages.source_page import lean_math
+
+    formula = lean_math(lambda tex, display: f'<span class="katex"><span class="katex-html">{tex}</span></span>')
+    shown = formula(r"10^{-6}", False)
+    assert "10⁻⁶" in shown and "data-search-exclude" in shown       # what Material's parser reads
+    page = f"<p>ε = {shown}</p>"
+    assert si.strip_search_only(page) == '<p>ε = <span class="katex" role="img" aria-label="10^{-6}">' \
+                                         '<span class="katex-html">10^{-6}</span></span></p>'

@@ -59,8 +59,9 @@ def lean_math(math: MathFn) -> MathFn:
     the formula as Unicode text (``10⁻⁶``, ``ℝ^(F×H)``, :mod:`annotate.tex_text`) from a hidden span
     beside it: KaTeX's boxes read as text flatten it (``10−6``, ``RF×H``), so they are kept out of
     the index by a wrapper Material's parser skips (``data-search-exclude``; an element of its own tag,
-    ``<an-formula>``, laid out as if absent: the parser ends a skip at the first closing tag of the same name,
-    and KaTeX is spans within spans)."""
+    ``<an-formula>``: the parser ends a skip at the first closing tag of the same name, and KaTeX is spans
+    within spans). Both are gone from the written page (the index is made before the page is written:
+    annotate.search_index.strip_search_only), so the page weighs what it did."""
     def render(tex: str, display: bool) -> str:
         out = _MATHML.sub("", math(tex, display), count=1)
         attrs = f'role="img" aria-label="{html.escape(tex)}"'
