@@ -19,7 +19,8 @@ Hooks:
 - ``on_page_content``: sanitise hand-written pages, render arithmatex's ``$…$`` / ``$$…$$`` spans with
   KaTeX at build time, and draw the element-level diagrams (``{{diagram NAME}}``, :mod:`annotate.pages.diagrams`).
 - ``on_post_template`` / ``on_post_build``: 404.html with relative links, no source maps
-  (:mod:`annotate.render.offline`).
+  (:mod:`annotate.render.offline`); the search index refined so that symbols and notes land on their
+  lines (:mod:`annotate.search_index`).
 - ``on_serve``: also watch ``vendor/``, ``notes/``, ``traces/`` and ``map/`` (``Project.watched``).
 """
 from __future__ import annotations
@@ -32,11 +33,11 @@ from mkdocs.config import config_options as opt
 from mkdocs.config.base import Config
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
-from mkdocs.plugins import BasePlugin
+from mkdocs.plugins import BasePlugin, event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from annotate import claims, codec, references, safe_html
+from annotate import claims, codec, references, safe_html, search_index
 from annotate.docs_math import render_page_math
 from annotate.errors import UserError
 from annotate.pages import diagrams, extras, lesson_values
@@ -147,16 +148,24 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             html_text = safe_html.clean(html_text)
         lean = lean_math(self.katex.render)   # no hidden MathML copy: search indexes each formula once, as text
         html_text = _plugin_error(lambda: render_page_math(html_text, lean, f"{self.project.docs_label}/{page.file.src_uri}"))
-        return _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict,
-                                                     table=lambda: self.facts.claims, folder=self.project.docs_label,
-                                                     page=page.file.src_uri))
+        html_text = _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict,
+                                                          table=lambda: self.facts.claims, folder=self.project.docs_label,
+                                                          page=page.file.src_uri))
+        return search_index.spaced_cells(html_text)   # cells apart in the search index's text
+
+    def on_post_page(self, output: str, page: Page, config: MkDocsConfig) -> str:
+        """Drop what only the search index reads (annotate.search_index.strip_search_only): indexed already."""
+        return search_index.strip_search_only(output)
 
     def on_post_template(self, output_content: str, template_name: str, config: MkDocsConfig) -> str:
         """404.html: relative links, so it is styled when opened from disk too (annotate.render.offline)."""
         return offline.relative_root_links(output_content) if template_name == "404.html" else output_content
 
+    @event_priority(-50)   # after Material's search wrote its index (0), before its offline plugin copies it (-100)
     def on_post_build(self, config: MkDocsConfig) -> None:
-        """Drop Material's source maps: developer-tool files, about 1.3 MB (annotate.render.offline)."""
+        """Refine the search index (annotate.search_index: symbols and notes land on their lines); drop
+        Material's source maps: developer-tool files, about 1.3 MB (annotate.render.offline)."""
+        search_index.refine_file(Path(config["site_dir"]), search_index.source_entries(self.facts))
         removed = offline.drop_source_maps(Path(config["site_dir"]))
         log.debug("dropped %d bytes of source maps", removed)
 

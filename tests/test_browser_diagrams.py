@@ -89,11 +89,13 @@ def test_click_highlights_exactly_the_computed_dependencies(page, diagrams, key)
 
 def test_output_arithmetic_and_silu_are_shown_with_numbers(page, diagrams):
     table, all_ = diagrams
-    page.click(cell("swiglu", "out.2"))
+    page.click(cell("swiglu", "out.0.2"))
     text = formula(page, "swiglu")
-    assert text.startswith("out[2] = Σⱼ p[j]·W_d[2, j] = ")
+    assert text.startswith("out[0, 2] = Σⱼ p[0, j]·W_d[2, j] = ")
     assert text.endswith(format_value(table.claims["swiglu.out"].value[2]))
-    page.click(cell("swiglu", "gate.1"))
+    page.click(cell("swiglu", "out.1.2"))
+    assert formula(page, "swiglu").endswith(format_value(table.claims["swiglu.tok1.out"].value[2]))
+    page.click(cell("swiglu", "gate.0.1"))
     text = formula(page, "swiglu")
     assert "SiLU(z) = z·σ(z)" in text and text.endswith(format_value(table.claims["swiglu.silu"].value[1]))
 
@@ -103,9 +105,11 @@ def test_counterexample_toggles_show_the_computed_values(page, diagrams):
     expect = {"swap": format_value(table.claims["counter.swap.out"].value),
               "layernorm": format_value(table.claims["counter.layernorm.output"].value),
               "x2": format_value(table.claims["traced.x2.rel_hidden"].value),
-              "order": str(table.claims["traced.order.n_diff"].value)}
+              "order": str(table.claims["traced.order.n_diff"].value),
+              "relu": format_value(table.claims["counter.relu.out"].value),
+              "axis": format_value(table.claims["counter.axis.output"].value[1])}
     toggles = page.query_selector_all("button.dg-ce-toggle")
-    assert len(toggles) == 4
+    assert len(toggles) == 6
     for key, text in expect.items():
         box = f'.dg-ce[data-ce="{key}"]'
         button, panel = f"{box} .dg-ce-toggle", f"{box} .dg-ce-panel"
@@ -119,13 +123,13 @@ def test_counterexample_toggles_show_the_computed_values(page, diagrams):
 
 def test_keyboard_tab_and_enter(page, diagrams):
     _, all_ = diagrams
-    page.focus(cell("swiglu", "out.0"))
+    page.focus(cell("swiglu", "out.0.0"))
     page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.dataset.cell") == "out.1"
+    assert page.evaluate("document.activeElement.dataset.cell") == "out.0.1"
     page.keyboard.press("Enter")
-    assert highlighted(page, "swiglu") == set(all_["swiglu"].deps()["out.1"])
+    assert highlighted(page, "swiglu") == set(all_["swiglu"].deps()["out.0.1"])
     page.keyboard.press("Space")
-    assert formula(page, "swiglu") == all_["swiglu"].cells["out.1"].formula
+    assert formula(page, "swiglu") == all_["swiglu"].cells["out.0.1"].formula
     toggle = '.dg-ce[data-ce="swap"] .dg-ce-toggle'
     page.focus(toggle)
     page.keyboard.press("Enter")
@@ -143,7 +147,7 @@ def test_layout_fits_and_screenshots(browser, site: Path, artifacts: Path, size,
     tab.wait_for_load_state("load")
     want = "slate" if scheme == "dark" else "default"
     assert tab.evaluate("document.body.getAttribute('data-md-color-scheme')") == want
-    tab.click(cell("swiglu", "out.2"))
+    tab.click(cell("swiglu", "out.0.2"))
     tab.click('.dg-ce[data-ce="swap"] .dg-ce-toggle')
     widths = tab.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     assert widths[0] <= widths[1], f"page overflows sideways at {size}: {widths}"
@@ -152,4 +156,45 @@ def test_layout_fits_and_screenshots(browser, site: Path, artifacts: Path, size,
     tab.locator('[data-diagram="traced"]').scroll_into_view_if_needed()
     tab.click('.dg-ce[data-ce="order"] .dg-ce-toggle')
     tab.screenshot(path=str(artifacts / f"diagrams-{size}-{scheme}-traced.png"))
+    context.close()
+
+
+def test_two_tokens_show_which_axis_is_reduced_and_mixed(page, diagrams):
+    """RMSNorm: a token's mean lights up that token's squares only (over H); SwiGLU: a token's output lights
+    up its own row of p, never the other token's; γ is one row, [H]."""
+    _, all_ = diagrams
+    rows = page.eval_on_selector_all('[data-diagram="rmsnorm"] [data-block="x"] tbody tr', "rs => rs.length")
+    assert rows == 2
+    page.click(cell("rmsnorm", "mean.1"))
+    assert highlighted(page, "rmsnorm") == {"sq.1.0", "sq.1.1"}
+    page.click(cell("swiglu", "out.1.3"))
+    lit = highlighted(page, "swiglu")
+    assert {c for c in lit if c.startswith("p.")} == {f"p.1.{j}" for j in range(6)}
+    shape = page.inner_text('[data-diagram="rmsnorm"] [data-block="g"] .dg-shape')
+    assert shape.startswith("[H]") and "token" not in shape
+
+
+def test_counterexamples_are_numbered_in_page_order(page, site: Path):
+    """1, 2, … down the page; the lesson's links say the same numbers."""
+    titles = page.eval_on_selector_all("button.dg-ce-toggle", "bs => bs.map(b => b.textContent)")
+    assert [t.split("：")[0] for t in titles] == [f"反例 {i}" for i in range(1, len(titles) + 1)]
+    assert all(f"Counterexample {i}:" in t for i, t in enumerate(titles, start=1))
+    lesson = (site / "lesson.html").read_text(encoding="utf-8")
+    assert "{{counterexample" not in lesson and "{{counterexample" not in (site / PAGE).read_text(encoding="utf-8")
+    by_key = dict(zip(page.eval_on_selector_all(".dg-ce", "cs => cs.map(c => c.dataset.ce)"), range(1, 7)))
+    assert f"反例 {by_key['swap']}：chunk 的顺序读反" in lesson
+
+
+def test_on_a_phone_the_formula_shows_below_the_tapped_block(browser, site: Path):
+    context = browser.new_context(viewport=VIEWPORTS["phone"], has_touch=True)
+    tab = context.new_page()
+    tab.goto((site / PAGE).as_uri())
+    tab.wait_for_load_state("load")
+    for cid in ("gu.1.4", "out.1.0"):
+        tab.tap(cell("swiglu", cid))
+        box = tab.locator(cell("swiglu", cid)).bounding_box()
+        out = tab.locator('[data-diagram="swiglu"] .dg-formula').bounding_box()
+        assert box and out and 0 <= out["y"] - (box["y"] + box["height"]) < 400, (cid, box, out)
+        assert tab.evaluate("(() => { const r = document.querySelector('[data-diagram=\"swiglu\"] .dg-formula')"
+                            ".getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; })()")
     context.close()

@@ -69,7 +69,7 @@ def test_hf_page_has_traced_values_panels(browser, traced_site: Path) -> None:
     assert summary.inner_text().index("值 values") < summary.inner_text().index("traced")
     summary.click()
     assert panel.get_attribute("open") is not None
-    assert "x₁⁽0⁾" in panel.inner_text()
+    assert "x₁⁽⁰⁾" in panel.inner_text()
     context.close()
 
 

@@ -360,16 +360,18 @@ def test_search_indexes_math_once_as_text(traced_site: Path) -> None:
     text = " ".join(d["text"] for d in docs if d["location"].split("#")[0] in ("index.html", "lesson.html"))
     assert "\\mathrm" not in text and "x_1 =" not in text                  # no raw TeX
     flow = next(d["text"] for d in docs if d["location"] == "index.html#the-two-variable-residual-flow")
-    assert flow.count("MLP(RMSNorm2") == 1                                  # the formula once, not three times
+    assert flow.count("MLP(RMSNorm₂") == 1                                  # the formula once, as Unicode text
 
 
 def test_a_search_hit_on_a_note_lands_at_its_line(reader: Visit, traced_site: Path) -> None:
     import json
 
     docs = json.loads((traced_site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
-    notes = [d for d in docs if d["location"].startswith(f"{PAGE}#note-")]
-    assert notes and all("复制引用" not in d["text"] for d in notes)        # each card its own section, text only
+    notes = [d for d in docs if d["location"].startswith(f"{PAGE}#L") and "<code>" in d["title"]]
+    assert notes and all("复制引用" not in d["text"] for d in notes)        # each card its own entry, text only
     hit = next(d for d in notes if "add_rms_forward" in d["text"] or "融合" in d["text"])
-    reader.open(PAGE, "#" + hit["location"].split("#")[1])
-    card = reader.page.locator(f"h6#{hit['location'].split('#')[1]}")
-    assert reader.in_viewport(f"h6#{hit['location'].split('#')[1]}") and card.count() == 1
+    anchor = hit["location"].split("#")[1]                                   # the note's line(s): L154 or L145-L158
+    reader.open(PAGE, "#" + anchor)
+    first = anchor.split("-")[0]
+    reader.page.wait_for_selector(f"#{first}.an-hl")
+    assert reader.in_viewport(f"#{first}")

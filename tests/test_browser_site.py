@@ -4,6 +4,7 @@ Each test keeps a screenshot under test-artifacts/. The site is built once per s
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -127,3 +128,38 @@ def test_chinese_words_are_found_inside_sentences(visit: Visit) -> None:
     visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
     titles = visit.page.locator(".md-search-result__item").all_inner_texts()
     assert any("layernorm.py" in t or "RMSNorm" in t for t in titles), titles
+
+
+def search(visit: Visit, query: str) -> list[str]:
+    """Type ``query`` into Material's search box; the result links' hrefs, in the order shown."""
+    visit.page.focus("input.md-search__input")
+    visit.page.keyboard.type(query)
+    visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    visit.page.wait_for_timeout(300)   # the worker answers per keystroke: let the last answer land
+    return visit.page.eval_on_selector_all("a.md-search-result__link", "as => as.map(a => a.getAttribute('href'))")
+
+
+def test_search_for_residual_ranks_the_lesson_first_and_lands_on_lines(visit: Visit) -> None:
+    visit.open("index.html")
+    hrefs = search(visit, "residual")
+    lesson = next(i for i, h in enumerate(hrefs) if "lesson.html" in h)
+    qwen2 = [i for i, h in enumerate(hrefs) if "qwen2.py.html" in h]
+    assert not qwen2 or lesson < qwen2[0], hrefs[:12]
+    assert any(re.search(r"/qwen3\.py\.html(\?[^#]*)?#L\d+$", h) for h in hrefs), hrefs[:12]
+    teasers = visit.page.eval_on_selector_all(
+        ".md-search-result__item", "its => its.map(i => [i.querySelector('a').getAttribute('href'), "
+        "(i.querySelector('.md-search-result__teaser') || {}).textContent || ''])")
+    assert teasers and not [t for _, t in teasers if "加载中" in t or "loading…" in t]   # no panel chrome
+    assert not [h for h, t in teasers if "/source/" in h and "复制引用" in t]          # no button labels
+    assert not [h for h, t in teasers if "/source/" in h and "cpucpu" in t]            # no trace names run together
+
+
+def test_a_symbol_hit_lands_on_its_line(visit: Visit) -> None:
+    visit.open("index.html")
+    hrefs = search(visit, "Qwen3DecoderLayer.forward")
+    target = next(h for h in hrefs if re.search(r"/qwen3\.py\.html(\?[^#]*)?#L\d+$", h))
+    line = target.split("#L")[1].split("-")[0]
+    visit.page.click(f'a.md-search-result__link[href="{target}"]')
+    visit.page.wait_for_selector(f"#L{line}.an-hl")
+    assert visit.page.url.endswith(f"#L{line}") and visit.in_viewport(f"#L{line}")
+    assert visit.page.locator(f"#L{line} .an-code").inner_text().strip().startswith("def forward")

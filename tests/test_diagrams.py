@@ -1,7 +1,7 @@
 """The diagrams' data (annotate.lesson.diagrams) and HTML (annotate.pages.diagrams), from real runs.
 
 The claims come from running the vendored code in a scratch copy of the project that holds the
-session's real tiny trace (so the trace-based diagram and counterexamples 3–4 exist, as after
+session's real tiny trace (so the trace-based diagram and its counterexamples exist, as after
 `make site`); a second copy without traces shows the bilingual notice instead.
 """
 from __future__ import annotations
@@ -50,42 +50,72 @@ def value(table: Table, name: str):
 
 def test_swiglu_output_depends_on_products_and_its_row_of_w_down(all_):
     d = all_["swiglu"]
-    for i in range(4):
-        assert set(d.cells[f"out.{i}"].deps) == {f"p.{j}" for j in range(6)} | {f"wd.{i}.{j}" for j in range(6)}
-    assert d.cells["gu.7"].deps == tuple([f"x.{i}" for i in range(4)] + [f"wgu.7.{i}" for i in range(4)])
-    assert d.cells["gate.2"].deps == ("gu.2",) and d.cells["up.2"].deps == ("gu.8",)  # chunk: second half at F + j
-    assert set(d.cells["p.3"].deps) == {"silu.3", "up.3"}
+    for t in range(2):
+        for i in range(4):
+            assert set(d.cells[f"out.{t}.{i}"].deps) == {f"p.{t}.{j}" for j in range(6)} | {f"wd.{i}.{j}" for j in range(6)}
+    assert d.cells["gu.1.7"].deps == tuple([f"x.1.{i}" for i in range(4)] + [f"wgu.7.{i}" for i in range(4)])
+    assert d.cells["gate.0.2"].deps == ("gu.0.2",) and d.cells["up.0.2"].deps == ("gu.0.8",)  # chunk: second half at F + j
+    assert set(d.cells["p.0.3"].deps) == {"silu.0.3", "up.0.3"}
     assert all(dep in d.cells for deps in d.deps().values() for dep in deps)
+
+
+def test_swiglu_mixes_h_never_tokens(table, all_):
+    """Two tokens in one batch: no formula of token t reads another token's cells, and token 0's output is
+    the one it has alone (both measured by the vendored run)."""
+    d = all_["swiglu"]
+    assert value(table, "swiglu.tokens") == 2
+    for cell in d.cells.values():
+        parts = cell.id.split(".")
+        if cell.deps and parts[0] in {"gu", "gate", "up", "silu", "p", "out"}:
+            t = parts[1]
+            assert all(dep.split(".")[1] == t for dep in cell.deps if dep.split(".")[0] not in {"wgu", "wd"}), cell.id
+    assert value(table, "swiglu.tok1.out") != value(table, "swiglu.out")
+    assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(value(table, "swiglu.tok0_in_batch"), value(table, "swiglu.out")))
 
 
 def test_every_formula_recomputes_from_the_cells_it_highlights(all_):
     """out[i] is the sum of p[j]·W_d[i, j] over exactly its highlighted cells; p is the product of its two."""
     d = all_["swiglu"]
-    for i in range(4):
-        deps = d.cells[f"out.{i}"].deps
-        total = sum(d.cells[f"p.{j}"].value * d.cells[f"wd.{i}.{j}"].value for j in range(6))
-        assert math.isclose(total, d.cells[f"out.{i}"].value, abs_tol=1e-5), deps
-        assert d.cells[f"out.{i}"].formula.endswith("= " + format_value(d.cells[f"out.{i}"].value))
-    for j in range(6):
-        a, b = (d.cells[k].value for k in d.cells[f"p.{j}"].deps)
-        assert math.isclose(a * b, d.cells[f"p.{j}"].value, abs_tol=1e-6)
-        z = d.cells[f"gate.{j}"].value
-        assert "z·σ(z)" in d.cells[f"gate.{j}"].formula
-        assert math.isclose(z / (1 + math.exp(-z)), d.cells[f"silu.{j}"].value, abs_tol=1e-6)
+    for t in range(2):
+        for i in range(4):
+            deps = d.cells[f"out.{t}.{i}"].deps
+            total = sum(d.cells[f"p.{t}.{j}"].value * d.cells[f"wd.{i}.{j}"].value for j in range(6))
+            assert math.isclose(total, d.cells[f"out.{t}.{i}"].value, abs_tol=1e-5), deps
+            assert d.cells[f"out.{t}.{i}"].formula.endswith("= " + format_value(d.cells[f"out.{t}.{i}"].value))
+        for j in range(6):
+            a, b = (d.cells[k].value for k in d.cells[f"p.{t}.{j}"].deps)
+            assert math.isclose(a * b, d.cells[f"p.{t}.{j}"].value, abs_tol=1e-6)
+            z = d.cells[f"gate.{t}.{j}"].value
+            assert "z·σ(z)" in d.cells[f"gate.{t}.{j}"].formula
+            assert math.isclose(z / (1 + math.exp(-z)), d.cells[f"silu.{t}.{j}"].value, abs_tol=1e-6)
 
 
 def test_swiglu_values_are_the_lessons_claims(table, all_):
     d = all_["swiglu"]
-    assert [d.cells[f"out.{i}"].value for i in range(4)] == value(table, "swiglu.out")
-    assert [d.cells[f"gu.{j}"].value for j in range(12)] == value(table, "swiglu.gate_up")
+    assert [d.cells[f"out.0.{i}"].value for i in range(4)] == value(table, "swiglu.out")
+    assert [d.cells[f"gu.0.{j}"].value for j in range(12)] == value(table, "swiglu.gate_up")
+    assert [d.cells[f"out.1.{i}"].value for i in range(4)] == value(table, "swiglu.tok1.out")
 
 
 def test_rmsnorm_example_cells(all_):
     d = all_["rmsnorm"]
-    assert d.cells["sq.1"].value == 16.0 and d.cells["mean"].value == 12.5
-    assert set(d.cells["mean"].deps) == {"sq.0", "sq.1"} and set(d.cells["rms"].deps) == {"mean", "eps"}
-    assert set(d.cells["y.0"].deps) == {"x.0", "rms", "g.0"}
-    assert math.isclose(d.cells["y.1"].value, 4 / math.sqrt(12.5), rel_tol=1e-6)
+    assert d.cells["sq.0.1"].value == 16.0 and d.cells["mean.0"].value == 12.5
+    assert set(d.cells["mean.0"].deps) == {"sq.0.0", "sq.0.1"} and set(d.cells["rms.0"].deps) == {"mean.0", "eps"}
+    assert set(d.cells["y.0.0"].deps) == {"x.0.0", "rms.0", "g.0"}
+    assert math.isclose(d.cells["y.0.1"].value, 4 / math.sqrt(12.5), rel_tol=1e-6)
+
+
+def test_rmsnorm_reduces_over_h_per_token(table, all_):
+    """Each token's mean reads that token's squares only (the axis the diagram teaches); γ is one row, [H]."""
+    d = all_["rmsnorm"]
+    x = value(table, "rmsnorm.batch.x")
+    assert len(x) == 2 and x[0] == value(table, "rmsnorm.example.x")
+    for t, row in enumerate(x):
+        assert set(d.cells[f"mean.{t}"].deps) == {f"sq.{t}.{i}" for i in range(len(row))}
+        assert math.isclose(d.cells[f"mean.{t}"].value, sum(v * v for v in row) / len(row), rel_tol=1e-6)
+    gamma = next(b for b in d.blocks if b.key == "g")
+    assert gamma.shape.startswith("[H]") and len(gamma.rows) == 1
+    assert all(b.shape.startswith("[token, H] = [2,") for b in d.blocks if b.key in {"x", "sq", "y"})
 
 
 def test_traced_strip_shows_the_largest_channels_of_the_token(table, all_):
@@ -96,8 +126,9 @@ def test_traced_strip_shows_the_largest_channels_of_the_token(table, all_):
     smallest_shown = min(abs(x[i]) for i in chans)
     assert all(abs(x[i]) <= smallest_shown for i in range(len(x)) if i not in chans)
     h = len(x)
-    assert math.isclose(sum(v * v for v in x) / h, d.cells["mean"].value, rel_tol=1e-4)
-    assert set(d.cells["mean"].deps) == {f"sq.{i}" for i in chans}
+    assert math.isclose(sum(v * v for v in x) / h, d.cells["mean.0"].value, rel_tol=1e-4)
+    assert set(d.cells["mean.0"].deps) == {f"sq.0.{i}" for i in chans}
+    assert next(b for b in d.blocks if b.key == "g").shape.startswith("[H]")
 
 
 def data_top() -> int:
@@ -124,6 +155,58 @@ def test_swapped_chunk_gives_another_mlp_output(table):
     assert max(abs(a - b) for a, b in zip(right, wrong)) > 1e-3
     assert value(table, "counter.swap.gate") == value(table, "swiglu.up")  # SiLU now receives the up half
     assert value(table, "counter.swap.right_out") == right
+
+
+def test_relu_for_silu_on_the_same_weights_changes_the_output(table):
+    """The vendored MLP with ReLU: plain Python on the displayed weights gives the same numbers."""
+    from annotate.lesson.swiglu import WALK_X, walk_weights
+
+    w_gate, w_up, w_down = walk_weights()
+    gate = [sum(a * b for a, b in zip(WALK_X, row)) for row in w_gate]
+    up = [sum(a * b for a, b in zip(WALK_X, row)) for row in w_up]
+    prod = [max(g, 0.0) * u for g, u in zip(gate, up)]
+    want = [sum(p * w for p, w in zip(prod, row)) for row in w_down]
+    got = value(table, "counter.relu.out")
+    assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(got, want))
+    assert max(abs(a - b) for a, b in zip(got, value(table, "swiglu.out"))) > 1e-3
+    assert value(table, "counter.relu.gate") == value(table, "swiglu.gate")
+
+
+def test_normalising_over_tokens_is_another_output(table):
+    x = value(table, "rmsnorm.batch.x")
+    cols = list(zip(*x))
+    rms = [math.sqrt(sum(v * v for v in c) / len(c)) for c in cols]
+    want = [[row[i] / rms[i] for i in range(len(row))] for row in x]
+    got = value(table, "counter.axis.output")
+    assert all(math.isclose(a, b, rel_tol=1e-6) for r, w in zip(got, want) for a, b in zip(r, w))
+    assert got != value(table, "rmsnorm.batch.output") and value(table, "counter.axis.right_output") == value(table, "rmsnorm.batch.output")
+
+
+def test_counterexamples_are_numbered_in_page_order(all_, traced_root: Path):
+    """The numbers follow the diagrams as the page places them; the lesson's references resolve to the same."""
+    page = (traced_root / "docs" / "diagrams.md").read_text(encoding="utf-8")
+    placed = data.DIAGRAM_LINE.findall(page)
+    assert placed == list(data.PAGE_ORDER)
+    drawn = [ce.key for key in placed for ce in all_[key].counterexamples]
+    numbers = data.counterexample_numbers()
+    assert [numbers[k] for k in drawn] == list(range(1, len(drawn) + 1))
+    html = "".join(pages.diagram_html(all_[key]) for key in placed)
+    assert re.findall(r'data-number="(\d+)"', html) == [str(i) for i in range(1, len(drawn) + 1)]
+    assert pages.number_refs("<p>反例 {{counterexample relu}}</p>", "x") == "<p>反例 2</p>"
+    with pytest.raises(ClaimError, match=r"^docs/lesson.md: unknown counterexample 'nope'; known: swap"):
+        pages.number_refs("{{counterexample nope}}", "docs/lesson.md")
+
+
+def test_diagrams_out_of_page_order_are_refused(traced_root: Path):
+    with pytest.raises(ClaimError, match=r"diagrams placed in the order rmsnorm, swiglu; place them as swiglu, rmsnorm, traced"):
+        pages.expand("<p>{{diagram rmsnorm}}</p><p>{{diagram swiglu}}</p>", traced_root)
+
+
+def test_counterexample_text_has_no_raw_backticks_and_normalised_superscripts(all_):
+    html = pages.diagram_html(all_["traced"])
+    text = re.sub(r"<[^>]+>", "", html.split('<script type="application/json"')[0])
+    assert "`" not in text and not re.search(r"⁽[0-9]", text)
+    assert "<code>" in html
 
 
 def test_returned_hidden_states_is_not_x2_but_the_sum_is(table):
@@ -162,7 +245,7 @@ def test_a_claim_that_no_longer_holds_stops_the_diagram(table):
 def test_arithmetic_that_does_not_add_up_stops_the_diagram(table):
     out = list(value(table, "swiglu.out"))
     out[2] += 0.01
-    with pytest.raises(ClaimError, match=r"diagram swiglu: out\[2\]: the arithmetic shown gives"):
+    with pytest.raises(ClaimError, match=r"diagram swiglu: out\[0, 2\]: the arithmetic shown gives"):
         data.swiglu(_with(table, "swiglu.out", value=out))
 
 
@@ -195,8 +278,8 @@ def test_html_carries_the_dependency_sets_as_data(all_):
     html = pages.diagram_html(all_["swiglu"])
     found = dict(re.findall(r'data-cell="([^"]+)" data-deps="([^"]*)"', html))
     assert {k: v.split() for k, v in found.items()} == all_["swiglu"].deps()
-    assert html.count('<button type="button" class="dg-cell"') == 40  # gu 12 + gate/up/silu/p 6 each + out 4
-    assert html.count('aria-expanded="false"') == 1
+    assert html.count('<button type="button" class="dg-cell"') == 80  # per token: gu 12 + gate/up/silu/p 6 each + out 4
+    assert html.count('aria-expanded="false"') == 2
 
 
 def test_html_escapes_what_it_shows():

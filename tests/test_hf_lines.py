@@ -85,7 +85,7 @@ def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) ->
     panels = HfValues(traces, files)
     line = line_of("hidden_states = residual + hidden_states")
     html = panels.line_html(HF_FILE, line)
-    assert f'id="hf-values-L{line}"' in html and "x₁⁽0⁾" in html and "值 values" in html and "eager" in html
+    assert f'id="hf-values-L{line}"' in html and "x₁⁽⁰⁾" in html and "x₁⁽0⁾" not in html and "值 values" in html and "eager" in html
     assert panels.line_html("nanovllm/models/qwen3.py", line) == ""
     # HF's vendored file changes (a vendor update): the recorded lines are shown nowhere
     edited = {**files, HF_FILE: replace(files[HF_FILE], data=b"# edited\n")}

@@ -223,3 +223,15 @@ def test_the_identities_table_says_when_a_value_is_a_replayed_float32_one() -> N
     said = _how_compared(trace, "nanovllm/layers/layernorm.py", line, "x")
     assert "a value of the eager replay" in said and "float32 value compared after rounding to bfloat16" in said
     assert _how_compared(trace, "nanovllm/models/qwen3.py", 156, "residual") == ""   # a traced bf16 value
+
+
+def test_the_maps_distances_share_one_precision(rows, facts) -> None:
+    """Δ and ulps go through the one number formatter (3 significant digits): no `1.85938 ulp` beside `0.0291`."""
+    from values_fixtures import mini_set
+
+    html = render_map(rows, facts, traces=mini_set("bf16")).markdown
+    found = re.findall(r"ℓ\d+: ([^ ;<]+) \(([^ ;<]+) ulp\)", html)
+    if not found:
+        pytest.skip("the mini trace has no HF line records to compare with")
+    digits = lambda text: len(text.replace("-", "").replace(".", "").split("e")[0].lstrip("0"))  # noqa: E731
+    assert all(digits(d) <= 3 and digits(u) <= 3 for d, u in found), found

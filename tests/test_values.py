@@ -177,3 +177,30 @@ def test_a_reused_copy_reads_unchanged_since_the_line_that_took_it(tiny_trace) -
     qkv_line = next(r for r in t.records if r.function == fn and r.layer == 0 and "self.qkv_proj(" in r.text)
     assert qkv_line.var("hidden_states").same_copy_as is None              # after an opaque call: a new copy
     assert unchanged_html(t, qkv_line, qkv_line.var("hidden_states")) == ""
+
+
+def test_call_and_pass_shown_only_when_they_vary() -> None:
+    """`第 1 次调用 call 1 · 第 1 遍 pass 1` in every panel told the reader nothing: each count is shown
+    only when the panel's records differ in it."""
+    from types import SimpleNamespace
+
+    from annotate.pages.values import call_varies
+
+    rec = lambda call, hit: SimpleNamespace(call=call, hit=hit)  # noqa: E731
+    assert call_varies([rec(0, 0), rec(0, 0)]) == (False, False)
+    assert call_varies([rec(0, 0), rec(1, 0)]) == (True, False)
+    assert call_varies([rec(0, 0), rec(0, 1)]) == (False, True)
+
+
+def test_a_copy_from_another_function_names_its_file_and_says_why() -> None:
+    """`即 L50 的 return[0]` named no file (the page's own L50 is another line) and explained itself only
+    in a tooltip: the visible words name file:line, which return value, and why it is the same copy."""
+    from types import SimpleNamespace
+
+    from annotate.pages.values import same_copy_text
+
+    first = SimpleNamespace(file="nanovllm/layers/layernorm.py", line=50, module="model.layers.1.input_layernorm",
+                            function="RMSNorm.forward")
+    text = same_copy_text(first, "return[0]")
+    assert "layernorm.py:50" in text and "第 1 个返回值" in text and "return value 1" in text
+    assert "不可能改写" in text and "no code in between could write" in text and "即 L50" not in text

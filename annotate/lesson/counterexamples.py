@@ -7,6 +7,10 @@
 - ``counter.swap.*``: ``chunk`` read as (up, gate): the walk-through's weights loaded into the
   vendored ``Qwen3MLP`` with the gate/up shards exchanged, so its own ``chunk`` hands up to SiLU;
   checked against SiLU(x·W_uᵀ)⊙(x·W_gᵀ) in plain torch, and it must differ from the right output.
+- ``counter.relu.*``: the same weights with ReLU for SiLU (the vendored MLP, its act_fn replaced);
+  checked against plain torch, and it must differ from the SiLU output.
+- ``counter.axis.*``: the two-token RMSNorm example normalised over the token axis instead of H
+  (the vendored RMSNorm on the transposed batch); checked against the closed form, must differ.
 """
 from __future__ import annotations
 
@@ -49,8 +53,8 @@ def swap(fam: Family, mods: dict[str, Any]) -> None:
     """``counter.swap.{gate,up,silu,product,out,right_out}``: the MLP with chunk read as (up, gate)."""
     import torch
 
-    right = swiglu.run_walk(mods)
-    wrong = swiglu.run_walk(mods, shards=(1, 0))
+    right = swiglu.run_walk(mods)[0]
+    wrong = swiglu.run_walk(mods, shards=(1, 0))[0]
     w_gate, w_up, w_down = (torch.tensor(w) for w in swiglu.walk_weights())
     xt = torch.tensor([swiglu.WALK_X])
     want = ((torch.nn.functional.silu(xt @ w_up.T) * (xt @ w_gate.T)) @ w_down.T).reshape(-1).tolist()
@@ -66,9 +70,63 @@ def swap(fam: Family, mods: dict[str, Any]) -> None:
             "the counterexample shows nothing" if _same(wrong["out"], right["out"]) else None)
 
 
+def relu_act() -> Any:
+    """A stand-in for the vendored ``SiluAndMul`` with ReLU in place of SiLU (same split: locals ``x, y``)."""
+    import torch
+
+    class ReluAndMul(torch.nn.Module):
+        def forward(self, t: Any) -> Any:   # no free variables: its locals are read at return
+            x, y = t.chunk(2, -1)
+            return x.relu() * y
+
+    return ReluAndMul()
+
+
+def relu(fam: Family, mods: dict[str, Any]) -> None:
+    """``counter.relu.{gate,act,product,out,right_out}``: the walk-through's weights with ReLU for SiLU."""
+    import torch
+
+    right = swiglu.run_walk(mods)[0]
+    wrong = swiglu.run_walk(mods, act=relu_act())[0]
+    w_gate, w_up, w_down = (torch.tensor(w) for w in swiglu.walk_weights())
+    xt = torch.tensor([swiglu.WALK_X])
+    want = ((torch.relu(xt @ w_gate.T) * (xt @ w_up.T)) @ w_down.T).reshape(-1).tolist()
+    src = "the vendored Qwen3MLP with act_fn = ReLU(x)·y"
+    fam.add("relu.gate", wrong["gate"], "the gate half (the same as with SiLU: same weights)",
+            mismatch(wrong["gate"], right["gate"], COUNTER_TOL, src + " (gate)", "the SiLU run's gate"))
+    fam.add("relu.act", wrong["silu"], "ReLU(gate): negative gates become 0")
+    fam.add("relu.product", wrong["product"], "ReLU(gate) ⊙ up")
+    fam.add("relu.out", wrong["out"], "Qwen3MLP output with ReLU for SiLU",
+            mismatch(wrong["out"], want, COUNTER_TOL, src, "(ReLU(x·W_gᵀ)⊙(x·W_uᵀ))·W_dᵀ in plain torch"))
+    fam.add("relu.right_out", right["out"], "the SiLU output, for comparison",
+            "ReLU and SiLU now give the same output on the walk-through: the counterexample shows nothing"
+            if _same(wrong["out"], right["out"]) else None)
+
+
+def axis(fam: Family, mods: dict[str, Any]) -> None:
+    """``counter.axis.{rms,output}``: the two-token example normalised over tokens (per channel) instead of
+    over H (per token): the vendored RMSNorm run on the transposed batch, then γ per channel."""
+    x, gamma, eps = rmsnorm.EXAMPLE
+    rows = [x, rmsnorm.TOKEN1]
+    cols = [list(c) for c in zip(*rows)]                       # one row per channel, T values each
+    means, normed = rmsnorm.run_rows(mods["layernorm"], cols, [1.0] * len(rows), eps)
+    out = [[gamma[i] * normed[i][t] for i in range(len(cols))] for t in range(len(rows))]
+    want = [[gamma[i] * rows[t][i] / math.sqrt(sum(v * v for v in cols[i]) / len(rows) + eps)
+             for i in range(len(cols))] for t in range(len(rows))]
+    _, right = rmsnorm.run_rows(mods["layernorm"], rows, gamma, eps)
+    fam.add("axis.rms", [math.sqrt(m + eps) for m in means], "RMS per channel, over the tokens (the wrong axis)")
+    fam.add("axis.output", out, "the two tokens normalised over the token axis",
+            mismatch(out, want, COUNTER_TOL, "the vendored RMSNorm on the transposed batch", "x/RMS over tokens, ·γ"))
+    fam.add("axis.right_output", right, "the right output (over H, per token), for comparison",
+            "normalising over tokens now gives the same output: the counterexample shows nothing"
+            if _same(flat(out), flat(right)) else None)
+
+
 def family(mods: dict[str, Any]) -> Family:
-    """Both counterexamples that need no trace."""
+    """The counterexamples that need no trace."""
     fam = Family("counter")
     layernorm(fam, mods)
     swap(fam, mods)
+    relu(fam, mods)
+    axis(fam, mods)
     return fam

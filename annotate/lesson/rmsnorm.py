@@ -17,6 +17,8 @@ SOURCE = "the vendored RMSNorm"
 BF16_TOL = 2.0 ** -7  # one bfloat16 step near 1.0 (8 significant bits)
 #: the lesson's worked example (x, γ, ε); the diagrams page draws the same one
 EXAMPLE = ([3.0, 4.0], [1.0, 1.0], 0.0)
+#: a second token beside the example's, so the diagram shows which axis the mean runs over
+TOKEN1 = [1.0, -2.0]
 
 
 def closed_form(x: list[float], gamma: list[float], eps: float) -> tuple[float, float, list[float]]:
@@ -47,6 +49,33 @@ def run_plain(layernorm: Any, x: list[float], gamma: list[float], eps: float) ->
     if "var" not in inner:
         raise LookupError("RMSNorm.rms_forward no longer has a local `var` (the mean of squares)")
     return float(inner["var"].reshape(-1)[0]), [float(v) for v in out.reshape(-1)]
+
+
+def run_rows(layernorm: Any, rows: list[list[float]], gamma: list[float], eps: float) -> tuple[list[float], list[list[float]]]:
+    """(mean of squares per row, read inside ``rms_forward``; output rows) for a float32 batch of rows."""
+    import torch
+
+    norm = vendored_norm(layernorm, torch.tensor(gamma, dtype=torch.float32), eps)
+    with torch.no_grad(), locals_at_return(layernorm.RMSNorm.rms_forward) as seen:
+        out = norm(torch.tensor(rows, dtype=torch.float32))
+    inner = seen.get(layernorm.RMSNorm.rms_forward.__qualname__, {})
+    if "var" not in inner:
+        raise LookupError("RMSNorm.rms_forward no longer has a local `var` (the mean of squares)")
+    return [float(v) for v in inner["var"].reshape(-1)], [[float(v) for v in r] for r in out]
+
+
+def batch(fam: Family, layernorm: Any) -> None:
+    """``rmsnorm.batch.*``: the example's token and TOKEN1 in one batch; one mean per token (over H)."""
+    x, gamma, eps = EXAMPLE
+    rows = [x, TOKEN1]
+    means, out = run_rows(layernorm, rows, gamma, eps)
+    want = [closed_form(r, gamma, eps) for r in rows]
+    fam.add("batch.x", rows, "two tokens (rows), H values each")
+    fam.add("batch.mean_sq", means, "mean of squares per token: the local `var` of RMSNorm.rms_forward",
+            mismatch(means, [w[0] for w in want], 1e-6, f"{SOURCE} (local `var`, two tokens)", "mean over H per token"))
+    fam.add("batch.rms", [math.sqrt(m + eps) for m in means], "RMS per token")
+    fam.add("batch.output", out, "output of the vendored RMSNorm on the two tokens (float32)",
+            mismatch(out, [w[2] for w in want], 1e-5, SOURCE + " (two tokens)", FORMULA + " per token"))
 
 
 def run_fused(layernorm: Any, hidden: list[float], residual: list[float], dtype: Any) -> tuple[list[float], list[float]]:
@@ -106,6 +135,7 @@ def family(mods: dict[str, Any]) -> Family:
     """All RMSNorm claims."""
     fam, layernorm = Family("rmsnorm"), mods["layernorm"]
     example(fam, layernorm, "example", *EXAMPLE)
+    batch(fam, layernorm)
     example(fam, layernorm, "eps1", [3.0, 4.0], [1.0, 1.0], 1.0)
     example(fam, layernorm, "gamma", [3.0, 4.0], [2.0, 0.5], 0.0)
     _fused(fam, layernorm)

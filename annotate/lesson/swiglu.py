@@ -17,6 +17,8 @@ from annotate.lesson.model import Family, differs, mismatch
 SIZES = ((1024, 3072), (8, 16))
 WALK_H, WALK_F = 4, 6
 WALK_X = [1.0, -1.0, 2.0, 0.5]
+#: a second token in the same batch: the diagram shows that the MLP mixes H within a token, never tokens
+WALK_X1 = [0.5, 2.0, -1.0, 1.0]
 SWIGLU_TOL = 1e-5
 
 
@@ -51,16 +53,21 @@ def counts(fam: Family, qwen3: Any, h: int, f: int) -> None:
             differs(shape_d, f"{h} × {f}", src + ".down_proj.weight", "H × F"))
 
 
-def run_walk(mods: dict[str, Any], shards: tuple[int, int] = (0, 1)) -> dict[str, list[float]]:
-    """Run one token through a vendored Qwen3MLP(4, 6) and collect every intermediate.
+def run_walk(mods: dict[str, Any], shards: tuple[int, int] = (0, 1), xs: tuple[list[float], ...] = (WALK_X,),
+             act: Any = None) -> list[dict[str, list[float]]]:
+    """Run the tokens ``xs`` (one batch) through a vendored Qwen3MLP(4, 6); every intermediate, per token.
 
     ``shards`` are the loader's shard ids for (gate_proj, up_proj); ``(1, 0)`` loads them the other
     way round, which is what reading ``chunk`` as (up, gate) amounts to (the diagrams' counterexample).
+    ``act`` replaces the vendored ``act_fn`` (a module whose forward splits ``x, y`` as SiluAndMul does):
+    the same weights with another activation.
     """
     import torch
 
     w_gate, w_up, w_down = walk_weights()
     mlp = mods["qwen3"].Qwen3MLP(WALK_H, WALK_F, "silu").float()
+    if act is not None:
+        mlp.act_fn = act
     gu, d = mlp.gate_up_proj.weight, mlp.down_proj.weight
     gu.weight_loader(gu, torch.tensor(w_gate), shards[0])  # as the loader does for gate_proj
     gu.weight_loader(gu, torch.tensor(w_up), shards[1])  # and for up_proj
@@ -70,21 +77,21 @@ def run_walk(mods: dict[str, Any], shards: tuple[int, int] = (0, 1)) -> dict[str
              for name in ("gate_up_proj", "act_fn", "down_proj")]
     act_cls = type(mlp.act_fn)
     with torch.no_grad(), locals_at_return(act_cls.forward) as seen:
-        out = mlp(torch.tensor([WALK_X]))
+        out = mlp(torch.tensor([list(x) for x in xs]))
     for hook in hooks:
         hook.remove()
     inner = seen.get(act_cls.forward.__qualname__, {})
     if "x" not in inner or "y" not in inner:
         raise LookupError("SiluAndMul.forward no longer has locals `x, y` (the gate and up halves)")
     with torch.no_grad():  # SiLU(gate) alone: the vendored SiluAndMul on [gate, 1]
-        silu = mlp.act_fn(torch.cat([inner["x"], torch.ones(1, WALK_F)], dim=-1))
+        silu = mlp.act_fn(torch.cat([inner["x"], torch.ones(len(xs), WALK_F)], dim=-1))
 
-    def row(t: Any) -> list[float]:
-        return [float(v) for v in t.reshape(-1)]
+    def row(t: Any, k: int) -> list[float]:
+        return [float(v) for v in t[k].reshape(-1)]
 
-    return {"gate_up": row(outputs["gate_up_proj"]), "gate": row(inner["x"]), "up": row(inner["y"]),
-            "silu": row(silu), "product": row(outputs["act_fn"]), "down": row(outputs["down_proj"]),
-            "out": row(out)}
+    return [{"gate_up": row(outputs["gate_up_proj"], k), "gate": row(inner["x"], k), "up": row(inner["y"], k),
+             "silu": row(silu, k), "product": row(outputs["act_fn"], k), "down": row(outputs["down_proj"], k),
+             "out": row(out, k)} for k in range(len(xs))]
 
 
 def reference(x: list[float]) -> dict[str, Any]:
@@ -102,7 +109,7 @@ def reference(x: list[float]) -> dict[str, Any]:
 
 def walk(fam: Family, mods: dict[str, Any]) -> None:
     """``swiglu.*``: x, weights, gate_up (2F), gate/up (F), SiLU(gate), product, down output (H)."""
-    got, want = run_walk(mods), reference(WALK_X)
+    got, want = run_walk(mods)[0], reference(WALK_X)
     w_gate, w_up, w_down = walk_weights()
     src = f"the vendored Qwen3MLP({WALK_H}, {WALK_F})"
     fam.add("h", WALK_H, "hidden size H of the walk-through")
@@ -133,6 +140,21 @@ def walk(fam: Family, mods: dict[str, Any]) -> None:
             None if got["out"] == got["down"] else f"{src} returns {got['out']}, not down_proj's output {got['down']}")
 
 
+def second_token(fam: Family, mods: dict[str, Any]) -> None:
+    """``swiglu.tok1.*``: both tokens in one batch; token 1's steps, and token 0 unchanged by its neighbour."""
+    both = run_walk(mods, xs=(WALK_X, WALK_X1))
+    alone, want = run_walk(mods)[0], reference(WALK_X1)
+    src = f"the vendored Qwen3MLP({WALK_H}, {WALK_F}) on two tokens"
+    fam.add("tokens", 2, "tokens in the two-token batch")
+    fam.add("tok1.x", WALK_X1, "token 1's input row (H values)")
+    for name in ("gate_up", "gate", "up", "silu", "product", "out"):
+        ref = want["gate"] + want["up"] if name == "gate_up" else want[name]
+        fam.add(f"tok1.{name}", both[1][name], f"token 1: {name} in the two-token batch",
+                mismatch(both[1][name], ref, SWIGLU_TOL, src + f" (token 1, {name})", "the same steps in plain torch"))
+    fam.add("tok0_in_batch", both[0]["out"], "token 0's output in the two-token batch",
+            mismatch(both[0]["out"], alone["out"], SWIGLU_TOL, src + " (token 0)", "token 0 run alone"))
+
+
 def mlp_family(mods: dict[str, Any]) -> Family:
     """Parameter counts for each size in SIZES."""
     fam = Family("mlp")
@@ -145,4 +167,5 @@ def swiglu_family(mods: dict[str, Any]) -> Family:
     """The H=4, F=6 walk-through."""
     fam = Family("swiglu")
     walk(fam, mods)
+    second_token(fam, mods)
     return fam

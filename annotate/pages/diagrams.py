@@ -20,14 +20,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from annotate.claims import ClaimError, claims_table
-from annotate.lesson.diagrams import PAGE, Block, Cell, Counterexample, Diagram, all_diagrams, n
+from annotate.lesson.diagrams import (COUNTEREXAMPLE_REF, PAGE, Block, Cell, Counterexample, Diagram,
+                                      all_diagrams, counterexample_numbers, n, order_problem, ref_problems)
 from annotate.project import DOCS_FOLDER
-from annotate.pages.tracefmt import esc
+from annotate.pages.tracefmt import esc, sup_label
 
 if TYPE_CHECKING:
     from annotate.lesson.table import Table
 
 _MARKER = re.compile(r"<p>\{\{diagram ([a-z0-9_]+)\}\}</p>")
+_CODE = re.compile(r"`([^`<>]+)`")
+
+
+def diagram_text(text: str) -> str:
+    """Escaped text of a diagram with `code` spans as <code> and layer superscripts as digits (x₂⁽¹⁾)."""
+    return _CODE.sub(r"<code>\1</code>", esc(sup_label(text)))
 
 
 def cell_html(diagram: str, cell: Cell) -> str:
@@ -49,7 +56,7 @@ def block_html(diagram: Diagram, block: Block) -> str:
         tds = "".join(f"<td>{cell_html(diagram.key, diagram.cells[i])}</td>" for i in ids)
         rows.append(f'<tr><th scope="row">{esc(label)}</th>{tds}</tr>')
     corner = (f'<span class="dg-ax">{esc(block.col_axis)} →</span>' if block.col_axis else "") + \
-        f'<span class="dg-ax">{esc(block.row_axis)} ↓</span>'
+        (f'<span class="dg-ax">{esc(block.row_axis)} ↓</span>' if block.row_axis else "")
     return (f'<figure class="dg-block" data-block="{esc(block.key)}"><figcaption><span class="dg-sym">{esc(block.symbol)}</span> '
             f'{esc(block.title)} <span class="dg-shape">{esc(block.shape)}</span></figcaption>'
             f'<div class="dg-scroll" tabindex="0" role="region" aria-label="{esc(block.symbol)} {esc(block.shape)}">'
@@ -57,20 +64,25 @@ def block_html(diagram: Diagram, block: Block) -> str:
             f'<tbody>{"".join(rows)}</tbody></table></div></figure>')
 
 
-def counterexample_html(diagram: str, ce: Counterexample) -> str:
+def counterexample_title(ce: Counterexample, number: int) -> str:
+    """``反例 3：… · Counterexample 3: …``: the number is the counterexample's place on the page."""
+    return f"反例 {number}：{ce.title} · Counterexample {number}: {ce.title_en}"
+
+
+def counterexample_html(diagram: str, ce: Counterexample, number: int) -> str:
     pid = f"dg-{diagram}-ce-{ce.key}"
-    rows = "".join(f'<tr><th scope="row">{esc(r.label)}</th><td class="dg-right">{esc(r.right)}</td>'
-                   f'<td class="dg-wrong">{esc(r.wrong)}</td></tr>' for r in ce.rows)
-    return (f'<div class="dg-ce" data-ce="{esc(ce.key)}">'
+    rows = "".join(f'<tr><th scope="row">{diagram_text(r.label)}</th><td class="dg-right">{diagram_text(r.right)}</td>'
+                   f'<td class="dg-wrong">{diagram_text(r.wrong)}</td></tr>' for r in ce.rows)
+    return (f'<div class="dg-ce" data-ce="{esc(ce.key)}" data-number="{number}">'
             f'<button type="button" class="dg-ce-toggle" aria-expanded="false" aria-controls="{pid}">'
-            f'{esc(ce.title)}</button>'
+            f'{diagram_text(counterexample_title(ce, number))}</button>'
             f'<div class="dg-ce-panel" id="{pid}" hidden>'
-            f'<p class="dg-ce-claim">{esc(ce.claim)}</p>'
+            f'<p class="dg-ce-claim">{diagram_text(ce.claim)}</p>'
             f'<div class="dg-scroll"><table class="dg-ce-table"><thead><tr><th scope="col"></th>'
             f'<th scope="col">正确读法 Right reading</th><th scope="col">错误读法 Wrong reading</th></tr></thead>'
             f'<tbody>{rows}</tbody></table></div>'
-            f'<p class="dg-ce-verdict">{esc(ce.verdict)}</p><p class="dg-ce-why"><strong>为什么错 Why it fails：</strong>'
-            f'{esc(ce.why)}</p></div></div>')
+            f'<p class="dg-ce-verdict">{diagram_text(ce.verdict)}</p><p class="dg-ce-why"><strong>为什么错 Why it fails：</strong>'
+            f'{diagram_text(ce.why)}</p></div></div>')
 
 
 def data_json(diagram: Diagram) -> str:
@@ -84,10 +96,11 @@ def diagram_html(diagram: Diagram) -> str:
     """One diagram: its blocks, the formula box, its counterexamples (or its notice)."""
     key = esc(diagram.key)
     if diagram.notice:
-        return f'<div class="dg-diagram dg-missing" data-diagram="{key}"><p class="dg-notice">{esc(diagram.notice)}</p></div>'
+        return f'<div class="dg-diagram dg-missing" data-diagram="{key}"><p class="dg-notice">{diagram_text(diagram.notice)}</p></div>'
     blocks = "".join(block_html(diagram, b) for b in diagram.blocks)
-    ces = "".join(counterexample_html(diagram.key, ce) for ce in diagram.counterexamples)
-    return (f'<div class="dg-diagram" data-diagram="{key}"><p class="dg-title">{esc(diagram.title)}</p>'
+    numbers = counterexample_numbers()
+    ces = "".join(counterexample_html(diagram.key, ce, numbers.get(ce.key, 0)) for ce in diagram.counterexamples)
+    return (f'<div class="dg-diagram" data-diagram="{key}"><p class="dg-title">{diagram_text(diagram.title)}</p>'
             f'<p class="dg-hint">点击或用 Tab 聚焦带框的数，看它的算式和它依赖的元素。 · Click or Tab to a boxed number to see '
             f'its arithmetic and the elements it depends on.</p>'
             f'<div class="dg-blocks">{blocks}</div>'
@@ -102,14 +115,30 @@ def broken_html(key: str, problem: str) -> str:
             f'⚠ 图解 {esc(key)} 无法生成 · diagram {esc(key)} cannot be drawn</p>')
 
 
+def number_refs(page_html: str, where: str, strict: bool = True) -> str:
+    """``{{counterexample KEY}}`` -> the counterexample's number on the diagrams page (ClaimError in strict
+    mode for a key no diagram draws; ``?`` otherwise)."""
+    if "{{counterexample " not in page_html:
+        return page_html
+    problems = ref_problems(page_html, where)
+    if problems and strict:
+        raise ClaimError(problems[0])
+    numbers = counterexample_numbers()
+    return COUNTEREXAMPLE_REF.sub(lambda m: str(numbers.get(m.group(1), "?")), page_html)
+
+
 def expand(page_html: str, root: Path, *, strict: bool = True, table: Callable[[], Table] | None = None,
            folder: str = DOCS_FOLDER, page: str = PAGE) -> str:
     """Replace every ``<p>{{diagram NAME}}</p>`` by its diagram (ClaimError in strict mode on any problem).
 
     ``table`` gives the build's claims (loaded once per build, ``Snapshot.claims``; default: from
     ``root``); messages name the page as ``folder/page`` (``Project.docs_label``, the page's src uri)."""
+    page_html = number_refs(page_html, f"{folder}/{page}", strict)
     if "{{diagram " not in page_html:
         return page_html
+    order = order_problem(_MARKER.findall(page_html), f"{folder}/{page}")
+    if order and strict:
+        raise ClaimError(order)
     claims = claims_table(root, table)
     try:
         diagrams = all_diagrams(claims, folder)

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from annotate.links import FileFacts
 from annotate.pages.extras import NoExtras
 from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.tracefmt import sup_label
 from annotate.vendoring.lock import sha256_bytes
 
 
@@ -57,10 +58,10 @@ def _num(value: float | None) -> str:
 def hf_equals(entry: dict[str, Any]) -> str:
     """What an HF row's variable equals: `≡ x⁽0⁾/RMS(x⁽0⁾)`, `无法区分 ambiguous: a | b`, or no match."""
     if entry.get("status") == "ambiguous":
-        return "无法区分 ambiguous: " + " | ".join(entry.get("ambiguous") or [])
+        return "无法区分 ambiguous: " + " | ".join(sup_label(a) for a in entry.get("ambiguous") or [])
     if entry.get("status") == "no candidate":   # e.g. q_norm, k_norm: per-head shapes no peer variable has
         return "无对照 no peer tensor"
-    return f"≡ {entry['label']}" if entry.get("label") else "无匹配 no match"
+    return f"≡ {sup_label(entry['label'])}" if entry.get("label") else "无匹配 no match"
 
 
 def _runner(entry: dict[str, Any]) -> str:
@@ -68,8 +69,9 @@ def _runner(entry: dict[str, Any]) -> str:
     runner, margin = entry.get("runner_up"), entry.get("margin")
     if not runner or margin is None:
         return "—"
-    return f"{runner['label']} (rel {_num(runner.get('rel'))}), 裕度 margin {_num(margin)} ≥ {_num(entry.get('required'))}" \
-        if entry.get("status") == "match" else f"{runner['label']} (rel {_num(runner.get('rel'))})"
+    label = sup_label(runner["label"])
+    return f"{label} (rel {_num(runner.get('rel'))}), 裕度 margin {_num(margin)} ≥ {_num(entry.get('required'))}" \
+        if entry.get("status") == "match" else f"{label} (rel {_num(runner.get('rel'))})"
 
 
 def same_bytes(facts: FileFacts | None, sha256: str) -> bool:

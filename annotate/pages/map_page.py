@@ -19,7 +19,7 @@ from annotate.pages.highlight import wrap_points
 from annotate.pages.hf_values import hf_view, shown_hf_lines
 from annotate.pages.snapshot import Snapshot
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import value_url
+from annotate.pages.tracefmt import num, value_url
 from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
@@ -158,7 +158,7 @@ def _identities(rows: Sequence[Row], facts: Snapshot, traces: TraceSet) -> str:
             cells.append(f'<td><a class="an-map-line" href="{html.escape(page_url(MAP_URI, path, line))}">'
                          f'{html.escape(path.rsplit("/", 1)[-1])}:{line}</a> <code>{html.escape(var)}</code>'
                          f'{_how_compared(trace, path, line, var)}</td>')
-            cells.append("<td>" + "; ".join(f"ℓ{layer}: {d:.3g} ({u:g} ulp)" for layer, d, u in per_layer) + "</td>")
+            cells.append("<td>" + "; ".join(f"ℓ{layer}: {num(d, 3)} ({num(u, 3)} ulp)" for layer, d, u in per_layer) + "</td>")
         else:
             cells += ["<td>—</td>", "<td>—</td>"]
         if peer:

@@ -18,7 +18,7 @@ MATH_WORDS = {
     "x1": "加上注意力增量后的残差流 x₁ — residual stream after attention",
     "rmsnorm2": "MLP 前的归一化 RMSNorm₂(x₁) — normalised input of the MLP",
     "mlp": "MLP 增量 — MLP increment",
-    "x2": "该层的输出 x₂（下一层的 x）— output of the layer (next layer's x)",
+    "x2": "上一层的输出 x₂，即本层的输入 x — the previous layer's output, i.e. this layer's input x",
     "final_norm": "最后的归一化 — final norm of the model",
     "ms1": "RMSNorm₁ 的均方 mean(x²)（乘 γ 之前的一步）— mean of squares inside RMSNorm₁",
     "xhat1": "归一化后、乘 γ 之前的 x/RMS(x) — x normalised, before γ (inside RMSNorm₁)",

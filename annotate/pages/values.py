@@ -244,11 +244,17 @@ def view_body(view: TraceView, recs: list[LineRecord], key: str) -> str:
                 f'not executed in {"this run outside the layers" if key == NONE_KEY else f"layer {key}"} '
                 f'(the other branch ran)</p>')
     else:
-        body = "".join(record_html(view, r, len(recs) > 1, key, rank) for r in recs)
+        body = "".join(record_html(view, r, call_varies(recs), key, rank) for r in recs)
     return body + f'<p class="an-prov">来源 Provenance: {esc(view.trace.provenance())}</p>'
 
 
-def record_html(view: TraceView, rec: LineRecord, several: bool, key: str, rank: int = 0) -> str:
+def call_varies(recs: list[LineRecord]) -> tuple[bool, bool]:
+    """Whether the records of one panel differ in their call, and in their pass (hit): a count that is
+    the same in every record tells the reader nothing, so the panel shows only the one that varies."""
+    return len({r.call for r in recs}) > 1, len({r.hit for r in recs}) > 1
+
+
+def record_html(view: TraceView, rec: LineRecord, varies: tuple[bool, bool], key: str, rank: int = 0) -> str:
     """One execution of the line: where (module, replay or not, call/hit), its tensors, its warnings.
     On a rank other than 0 of a --tp trace, its slices; the trace's cross-record facts (same copy,
     fused vs eager, aliasing flags) were worked out on rank 0 only, so they are not shown there."""
@@ -260,8 +266,10 @@ def record_html(view: TraceView, rec: LineRecord, several: bool, key: str, rank:
                     'eager 重放 replay</span>')
     if rec.kind == "entry":
         tags.append('<span class="an-tag">入口参数 entry</span>')
-    if several:
-        tags.append(f"<span>第 {rec.call + 1} 次调用 call {rec.call + 1} · 第 {rec.hit + 1} 遍 pass {rec.hit + 1}</span>")
+    counts = ([f"第 {rec.call + 1} 次调用 call {rec.call + 1}"] if varies[0] else []) + \
+        ([f"第 {rec.hit + 1} 遍 pass {rec.hit + 1}"] if varies[1] else [])
+    if counts:
+        tags.append(f"<span>{' · '.join(counts)}</span>")
     head = f'<div class="an-rec-head">{" ".join(tags)}</div>'
     on_rank = f" · rank {rank} / {trace.tp}" if trace.tp > 1 else ""
     where = f"{layer_name(key)}{on_rank} · 运行 trace {view.label} ({view.where})"
@@ -291,10 +299,22 @@ def unchanged_html(trace: Trace, rec: LineRecord, v: VarRecord) -> str:
     if (first.function, first.module, first.call) == (rec.function, rec.module, rec.call):
         text = f"自 L{first.line} 起未变 unchanged since L{first.line}"
     else:
-        where = first.module or first.function
-        text = (f"同一份拷贝：即 L{first.line} 的 <code>{esc(same.get('var', ''))}</code>（{esc(where)}） — "
-                f"same copy as <code>{esc(same.get('var', ''))}</code> at L{first.line}")
+        text = same_copy_text(first, str(same.get("var", "")))
     return f'<span class="an-same" title="{esc(title)}">{text}</span>'
+
+
+def same_copy_text(first: LineRecord, var: str) -> str:
+    """The visible words for a copy first taken in another function: its file and line (a bare ``L50``
+    would read as this page's line), which value (``return[0]`` is the first return value), and why it
+    is the same copy (a tooltip alone is out of reach on a touch screen)."""
+    at = f"{first.file.rsplit('/', 1)[-1]}:{first.line}"
+    where = esc(first.module or first.function)
+    nth = var[len("return["):-1] if var.startswith("return[") and var.endswith("]") else ""
+    what_zh = f"第 {int(nth) + 1} 个返回值 " if nth.isdigit() else ""
+    what_en = f" (return value {int(nth) + 1})" if nth.isdigit() else ""
+    return (f"同一份拷贝：就是 {esc(at)}（{where}）的 {what_zh}<code>{esc(var)}</code>，记录器沿用了那里拍下的拷贝，"
+            f"其间运行的代码不可能改写它 — the same copy as <code>{esc(var)}</code>{what_en} at {esc(at)} ({where}): "
+            f"the recorder reused the copy it took there, since no code in between could write to it")
 
 
 def _aliased(trace: Trace, rec: LineRecord, name: str) -> bool:

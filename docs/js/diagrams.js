@@ -32,6 +32,23 @@
     if (out) {
       out.textContent = entry.formula;
       out.setAttribute("data-for", id);
+      place(box, out, cell);
+    }
+  }
+
+  // On a phone the blocks stack into a long column: the formula moves to just below the block that was
+  // tapped, so the reader sees it where the tap happened; on a wide screen it stays below all blocks.
+  var NARROW = "(max-width: 44.9375em)";
+  function place(box, out, cell) {
+    var blocks = box.querySelector(".dg-blocks");
+    var block = cell.closest(".dg-block");
+    var narrow = window.matchMedia && window.matchMedia(NARROW).matches;
+    if (narrow && block) {
+      if (block.nextSibling !== out) block.parentNode.insertBefore(out, block.nextSibling);
+      var r = out.getBoundingClientRect();
+      if (r.bottom > window.innerHeight && out.scrollIntoView) out.scrollIntoView({block: "nearest"});
+    } else if (blocks && blocks.nextSibling !== out) {
+      blocks.parentNode.insertBefore(out, blocks.nextSibling);
     }
   }
 
