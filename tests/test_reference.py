@@ -168,16 +168,13 @@ def _layered_peer(layers: int, tokens: int = 8, hidden: int = 64) -> tuple[PeerR
     return peer, seen
 
 
-def test_the_prefilter_decides_exactly_as_the_full_comparison(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_prefilter_decides_exactly_as_the_full_comparison() -> None:
     """Every identity (status, matches, runner-up, margin) is the same with and without the
     prefilter (forced on here, whatever the size), while it compares fewer candidates in full."""
     from dataclasses import asdict
 
-    from annotate.trace import reference
-
-    monkeypatch.setattr(reference, "_WHOLE_STACK", 0)
     peer, seen = _layered_peer(12, 16, 256)
-    fast, full = Identifier(peer), Identifier(peer, exhaustive=True)
+    fast, full = Identifier(peer, prefilter_above=0), Identifier(peer, exhaustive=True)
     for t in seen:
         assert repr(asdict(fast.identify(t))) == repr(asdict(full.identify(t)))   # repr: NaN == NaN
     assert fast.compared < full.compared
@@ -198,17 +195,14 @@ def test_the_prefilter_bounds_never_exceed_the_distance() -> None:
 
 
 @pytest.mark.slow
-def test_identities_on_a_real_trace_are_unchanged_by_the_prefilter(tiny_trace, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_identities_on_a_real_trace_are_unchanged_by_the_prefilter(tiny_trace) -> None:
     """Re-identify every recorded tensor of the tiny trace against its peer with and without the
     prefilter (forced on), and as the trace itself stored them."""
     from dataclasses import asdict
 
-    from annotate.trace import reference
-
-    monkeypatch.setattr(reference, "_WHOLE_STACK", 0)
     t = tiny_trace.trace
     peer = PeerRun([MathValue(v["key"], v["layer"], t.tensor(v["tensor"])) for v in t.math], "eager", "test")
-    fast, full = Identifier(peer), Identifier(peer, exhaustive=True)
+    fast, full = Identifier(peer, prefilter_above=0), Identifier(peer, exhaustive=True)
     stored = {v.tensor: v.identity for r in t.records for v in r.vars if v.tensor}
     assert stored
     for key, identity in sorted(stored.items()):

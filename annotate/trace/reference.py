@@ -273,9 +273,12 @@ class Identifier:
     (≈ 10 per layer), and identification is linear in layers. ``exhaustive`` compares with every
     candidate (the unfiltered path, kept to test that both decide alike)."""
 
-    def __init__(self, reference: PeerRun, exhaustive: bool = False) -> None:
+    def __init__(self, reference: PeerRun, exhaustive: bool = False, prefilter_above: int | None = None) -> None:
+        """``prefilter_above``: candidates × elements above which the prefilter runs (default
+        :data:`_WHOLE_STACK`; 0: always, as the tests and the bench force it)."""
         self.values = reference.values
         self.exhaustive = exhaustive
+        self.prefilter_above = _WHOLE_STACK if prefilter_above is None else prefilter_above
         self._shapes = {tuple(v.tensor.shape) for v in self.values}
         self._stacks: dict[tuple[tuple[int, ...], torch.dtype], _Candidates] = {}
         self.compared = 0   # full comparisons made so far (the bench and tests read it)
@@ -325,7 +328,7 @@ class Identifier:
         """Relative distances of every candidate that can matter to the decision (see the class):
         those within :meth:`_needed` of the nearest."""
         n = len(c.values)
-        if self.exhaustive or n * c.stack.shape[1] <= _WHOLE_STACK or not bool(torch.isfinite(flat).all()):
+        if self.exhaustive or n * c.stack.shape[1] <= self.prefilter_above or not bool(torch.isfinite(flat).all()):
             rows, rel = torch.arange(n), self._rels(c, flat, None)
         else:
             # the nearest few by bound first: the distance the decision reads can only shrink as
