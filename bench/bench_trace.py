@@ -16,7 +16,8 @@ to 4 layers, 32 tokens.
 `identify`: the tiny shape at 4 and at 28 layers (a generated checkpoint of that depth), recorded
 once each; then the identification step of `annotate trace` (summaries and identities of every
 recorded copy, `assemble.records_payload`) is timed at both depths as `annotate trace` runs it, with
-the prefilter forced on, and with every candidate compared in full (:data:`PATHS`), interleaved in shuffled rounds (median of per-round ratios).
+the prefilter forced on, and with every candidate compared in full (:data:`PATHS`), interleaved in
+shuffled rounds (median of per-round ratios).
 The issue's target: 28 L / 4 L ≤ 8 (linear in layers: 7×).
 
 Options: --threads N, --rounds N, --no-overhead, --no-identify, --full-trace (then one whole `annotate trace` in a
