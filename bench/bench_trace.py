@@ -8,7 +8,8 @@ One process, 1 torch thread (`--threads N` to change), CPU, bfloat16, the same c
 The modes are interleaved round by round in a shuffled order, so background load on a shared
 machine hits them alike; each ratio is the median of per-round ratios (each recorded run against
 the plain run of its own round). `ratio` counts until the records are in hand (replays and the bookkeeping after the forward
-included), `forward_ratio` the forward under the recorder alone; `per_line_us` is the recorder's
+included), `cpu_ratio` the same in this process's CPU time (what other processes on a shared machine
+take is left out), `forward_ratio` the forward under the recorder alone; `per_line_us` is the recorder's
 extra time (to records in hand) per record it made.
 Shapes: tiny (4 layers, 12 tokens: a forward as fast as a real model's on a GPU) and qwen3-0.6b cut
 to 4 layers, 32 tokens.
@@ -17,7 +18,8 @@ to 4 layers, 32 tokens.
 once each; then the identification step of `annotate trace` (summaries and identities of every
 recorded copy, `assemble.records_payload`) is timed at both depths as `annotate trace` runs it, with
 the prefilter forced on, and with every candidate compared in full (:data:`PATHS`), interleaved in
-shuffled rounds (median of per-round ratios).
+shuffled rounds (median of per-round ratios), in this process's CPU time: each step takes seconds,
+long enough for other processes on a shared machine to take the core in between.
 The issue's target: 28 L / 4 L ≤ 8 (linear in layers: 7×).
 
 Options: --threads N, --rounds N, --no-overhead, --no-identify, --full-trace (then one whole `annotate trace` in a
@@ -59,18 +61,19 @@ PATHS = ("default", "prefilter on", "no prefilter")
 TARGETS = {("tiny", "lines"): 1.25, ("tiny", "lines + replays"): 1.6, ("identify", "28L / 4L"): 8.0}
 
 
-def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, int]:
+def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, int]:
     """One recorded prefill: seconds of the forward under the recorder, seconds until the records
-    are in hand (replays and the after-forward bookkeeping included), and how many records it made."""
+    are in hand (replays and the after-forward bookkeeping included), the latter in this process's
+    CPU time, and how many records it made."""
     rec.install()
     rec.reset()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     with rec.recording():
         runtime.run_prefill(rt)
         t1 = time.perf_counter()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     rec.uninstall()
-    return t1 - t0, t2 - t0, len(rec.records)
+    return t1 - t0, t2 - t0, c2 - c0, len(rec.records)
 
 
 def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[str, Any]]:
@@ -81,19 +84,22 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[st
         runtime.run_prefill(rt)   # compile
         recorders = {"lines": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=False),
                      "lines + replays": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=True)}
-        times: dict[str, list[float]] = {"off": [], **{m: [] for m in recorders}, **{f"{m} fwd": [] for m in recorders}}
+        times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
+                                         **{f"{m} fwd": [] for m in recorders}, **{f"{m} cpu": [] for m in recorders}}
         counts: dict[str, int] = {}
 
         def plain() -> None:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             runtime.run_prefill(rt)
             times["off"].append(time.perf_counter() - t0)
+            times["off cpu"].append(time.process_time() - c0)
 
         def mode(name: str) -> Callable[[], None]:
             def run() -> None:
-                forward, total, counts[name] = _recorded(recorders[name], rt)
+                forward, total, cpu, counts[name] = _recorded(recorders[name], rt)
                 times[f"{name} fwd"].append(forward)
                 times[name].append(total)
+                times[f"{name} cpu"].append(cpu)
             return run
 
         steps = [plain, *(mode(m) for m in recorders)]
@@ -110,13 +116,14 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[st
     off = statistics.median(times["off"])
     rows = []
 
-    def ratio(m: str) -> float:
-        return statistics.median(t / o for t, o in zip(times[m], times["off"]))
+    def ratio(m: str, off: str = "off") -> float:
+        return statistics.median(t / o for t, o in zip(times[m], times[off]))
 
     for m in recorders:
         extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": m,
                      "ratio": round(ratio(m), 3), "forward_ratio": round(ratio(f"{m} fwd"), 3),
+                     "cpu_ratio": round(ratio(f"{m} cpu", "off cpu"), 3),
                      "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": counts[m],
                      "per_line_us": round(extra / max(counts[m], 1) * 1e6, 2),
@@ -166,9 +173,9 @@ def identify_rows(rounds: int) -> list[dict[str, Any]]:
         def run() -> None:
             rec, ref = runs[layers]
             ident = Identifier(ref, exhaustive=path == "no prefilter", prefilter_above=0 if path == "prefilter on" else None)
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             assemble.records_payload(rec, ident, save=False)
-            times.setdefault((layers, path), []).append(time.perf_counter() - t0)
+            times.setdefault((layers, path), []).append(time.process_time() - t0)
             compared[(layers, path)] = ident.compared
         return run
 
@@ -182,7 +189,7 @@ def identify_rows(rounds: int) -> list[dict[str, Any]]:
     for path in PATHS:
         for n in IDENTIFY_LAYERS:
             rows.append({"bench": "trace", "shape": f"tiny {n}L 12T", "preset": "identify", "mode": f"identify ({path})",
-                         "ms": round(statistics.median(times[(n, path)]) * 1e3, 2), "records": len(runs[n][0].records),
+                         "cpu_ms": round(statistics.median(times[(n, path)]) * 1e3, 2), "records": len(runs[n][0].records),
                          "candidates": len(runs[n][1].values), "compared": compared[(n, path)]})
         growth = statistics.median(h / lo_ for h, lo_ in zip(times[(hi, path)], times[(lo, path)]))
         rows.append({"bench": "trace", "shape": f"tiny {hi}L / {lo}L", "preset": "identify",
@@ -220,15 +227,16 @@ def main(argv: list[str]) -> None:
     for preset, layers, tokens in () if "--no-overhead" in argv else SHAPES:
         rows += overhead(preset, layers, tokens, rounds)
         for r in rows[-2:]:
-            print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (under the forward {r['forward_ratio']:.2f}x; "
+            print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (CPU time {r['cpu_ratio']:.2f}x; "
+                  f"under the forward {r['forward_ratio']:.2f}x; "
                   f"plain forward {r['forward_ms']:.1f} ms, "
                   f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records)")
     if "--no-identify" not in argv:
         rows += identify_rows(IDENTIFY_ROUNDS)
         for r in rows:
             if r["preset"] == "identify":
-                print(f"{r['shape']:>22} {r['mode']:<24} " + (f"{r['ms']:.1f} ms, {r['compared']} full comparisons"
-                                                               if "ms" in r else f"{r['ratio']:.2f}x"))
+                print(f"{r['shape']:>22} {r['mode']:<24} " + (f"{r['cpu_ms']:.1f} ms CPU, {r['compared']} full comparisons"
+                                                               if "cpu_ms" in r else f"{r['ratio']:.2f}x"))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"bench": "trace", "threads": threads, "rounds": rounds,
                                    "python": sys.version.split()[0], "torch": torch.__version__,
