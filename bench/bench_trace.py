@@ -1,125 +1,250 @@
-"""Benchmark: the recorder's overhead on the fused path, and the full `annotate trace` breakdown.
+"""Benchmark: the recorder's cost against a plain forward, and `identify` from 4 to 28 layers.
 
-Same process, same compiled model, qwen3-0.6b shape cut to 4 layers, 32 tokens, CPU, bfloat16:
-  off     the plain prefill (compiled functions, no tracing)
-  lines   sys.settrace line recorder only (clones + live variables; compiled calls pass through)
-  full    line recorder + clones of every compiled call's inputs/outputs; "fwd" is the forward
-          itself (the fused path under recording), "total" adds the eager replays of the compiled
-          bodies, which the recorder runs right after the forward
-Printed: the ratio of medians, the median of per-round ratios (each recorded run against the plain
-run of its own round) and the ratio of minimums; on a shared machine the three bracket the cost.
-Fused-vs-eager distances and summaries are computed later, in `identify`. Then one full
-`annotate trace` in a fresh process and its time breakdown.
-Benchmarks print; they never assert timing.
+One process, 1 torch thread (`--threads N` to change), CPU, bfloat16, the same compiled model per shape:
+  off       the plain prefill (compiled functions, no tracing)
+  lines     the line recorder alone (copies of assigned and live variables; compiled calls pass through)
+  replays   lines + copies of every compiled call's inputs/outputs + the eager replays of the
+            compiled bodies, which the recorder runs right after the forward (the whole recording)
+The modes are interleaved round by round in a shuffled order, so background load on a shared
+machine hits them alike; each ratio is the median of per-round ratios (each recorded run against
+the plain run of its own round). `ratio` counts until the records are in hand (replays and the bookkeeping after the forward
+included), `cpu_ratio` the same in this process's CPU time (what other processes on a shared machine
+take is left out), `forward_ratio` the forward under the recorder alone; `per_line_us` is the recorder's
+extra time (to records in hand) per record it made.
+Shapes: tiny (4 layers, 12 tokens: a forward as fast as a real model's on a GPU) and qwen3-0.6b cut
+to 4 layers, 32 tokens.
+
+`identify`: the tiny shape at 4 and at 28 layers (a generated checkpoint of that depth), recorded
+once each; then the identification step of `annotate trace` (summaries and identities of every
+recorded copy, `assemble.records_payload`) is timed at both depths as `annotate trace` runs it, with
+the prefilter forced on, and with every candidate compared in full (:data:`PATHS`), interleaved in
+shuffled rounds (median of per-round ratios), in this process's CPU time: each step takes seconds,
+long enough for other processes on a shared machine to take the core in between.
+The issue's target: 28 L / 4 L ≤ 8 (linear in layers: 7×).
+
+Options: --threads N, --rounds N, --no-overhead, --no-identify, --full-trace (then one whole `annotate trace` in a
+fresh process and its time breakdown). Writes bench/results/trace.json: {"bench": "trace", ..., "rows": [flat records]}, which the README's
+performance table is generated from. Benchmarks print and write; they never assert timing.
 """
 from __future__ import annotations
 
+import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from annotate.trace import runtime  # noqa: E402
+import torch  # noqa: E402
+
+from annotate.trace import assemble, runtime  # noqa: E402
+from annotate.trace.options import PRESETS, TraceOptions  # noqa: E402
 from annotate.trace.recorder import Recorder  # noqa: E402
+from annotate.trace.reference import Identifier, PeerRun, run_reference  # noqa: E402
 
-REPEATS = 40
-PRESET, LAYERS, TOKENS = "qwen3-0.6b", 4, 32
+RESULTS = ROOT / "bench" / "results" / "trace.json"
+ROUNDS = 30
+#: (preset, layers, tokens) of the overhead rows
+SHAPES = (("tiny", 4, 12), ("qwen3-0.6b", 4, 32))
+IDENTIFY_LAYERS = (4, 28)
+IDENTIFY_ROUNDS = 5
+#: identification paths: as `annotate trace` runs it (the prefilter on large stacks only), the
+#: prefilter on whatever the size, every candidate compared in full
+PATHS = ("default", "prefilter on", "no prefilter")
+#: the issue's targets per (preset, mode): a ratio to the plain forward (None: "no worse than before")
+TARGETS = {("tiny", "lines"): 1.25, ("tiny", "lines + replays"): 1.6, ("identify", "28L / 4L"): 8.0}
 
 
-def overhead() -> None:
-    """Recording on vs off in one process. The modes are interleaved round by round, in a shuffled
-    order, so that background load on a shared machine and any after-effect of one mode on the
-    next hit them alike. Two statistics: the ratio of medians, and the median of the per-round
-    ratios (each recorded run against the plain run of its own round), which drifting load moves
-    less."""
-    rt = runtime.build_runtime(runtime.TraceOptions(preset=PRESET, layers=LAYERS, tokens=TOKENS, root=ROOT))
-    mods = runtime.import_vendored(ROOT, "cpu")
-    start = time.perf_counter()
-    runtime.run_prefill(rt)
-    print(f"first prefill (compile): {time.perf_counter() - start:.2f} s")
-    recorders = {"lines": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=False),
-                 "full": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=True)}
-
-    def plain() -> None:
+def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, int]:
+    """One recorded prefill: seconds of the forward under the recorder, seconds until the records
+    are in hand (replays and the after-forward bookkeeping included), the latter in this process's
+    CPU time, and how many records it made."""
+    rec.install()
+    rec.reset()
+    c0, t0 = time.process_time(), time.perf_counter()
+    with rec.recording():
         runtime.run_prefill(rt)
+        t1 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
+    rec.uninstall()
+    return t1 - t0, t2 - t0, c2 - c0, len(rec.records)
 
-    times: dict[str, list[float]] = {m: [] for m in ("off", "lines", "full fwd", "full total")}
 
-    def plain_timed() -> None:
-        t0 = time.perf_counter()
-        plain()
-        times["off"].append(time.perf_counter() - t0)
+def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[str, Any]]:
+    """Rows for one shape: lines and lines + replays against the plain forward, interleaved."""
+    rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT))
+    try:
+        mods = runtime.import_vendored(ROOT, "cpu")
+        runtime.run_prefill(rt)   # compile
+        recorders = {"lines": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=False),
+                     "lines + replays": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=True)}
+        times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
+                                         **{f"{m} fwd": [] for m in recorders}, **{f"{m} cpu": [] for m in recorders}}
+        counts: dict[str, int] = {}
 
-    def recorded(mode: str) -> None:
-        rec = recorders[mode]
-        rec.install()
-        rec.reset()
-        t0 = time.perf_counter()
+        def plain() -> None:
+            c0, t0 = time.process_time(), time.perf_counter()
+            runtime.run_prefill(rt)
+            times["off"].append(time.perf_counter() - t0)
+            times["off cpu"].append(time.process_time() - c0)
+
+        def mode(name: str) -> Callable[[], None]:
+            def run() -> None:
+                forward, total, cpu, counts[name] = _recorded(recorders[name], rt)
+                times[f"{name} fwd"].append(forward)
+                times[name].append(total)
+                times[f"{name} cpu"].append(cpu)
+            return run
+
+        steps = [plain, *(mode(m) for m in recorders)]
+        for step in steps:
+            step()   # warm-up: wrappers installed once, so any guard change is compiled here
+        for v in times.values():
+            v.clear()
+        order = random.Random(0)
+        for _ in range(rounds):
+            for step in order.sample(steps, len(steps)):
+                step()
+    finally:
+        rt.close()
+    off = statistics.median(times["off"])
+    rows = []
+
+    def ratio(m: str, off: str = "off") -> float:
+        return statistics.median(t / o for t, o in zip(times[m], times[off]))
+
+    for m in recorders:
+        extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": m,
+                     "ratio": round(ratio(m), 3), "forward_ratio": round(ratio(f"{m} fwd"), 3),
+                     "cpu_ratio": round(ratio(f"{m} cpu", "off cpu"), 3),
+                     "forward_ms": round(off * 1e3, 3),
+                     "extra_ms": round(extra * 1e3, 3), "records": counts[m],
+                     "per_line_us": round(extra / max(counts[m], 1) * 1e6, 2),
+                     "target": TARGETS.get((preset, m)), "rounds": rounds})
+    return rows
+
+
+def _deep_checkpoint(folder: Path, layers: int) -> Path:
+    """The tiny preset's shape with `layers` decoder layers, as a generated checkpoint folder."""
+    from safetensors.torch import save_file
+
+    cfg = runtime.preset_config(replace(PRESETS["tiny"], num_hidden_layers=layers), layers, "bfloat16")
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    save_file(runtime.random_state_dict(cfg, 0, torch.bfloat16), str(folder / "model.safetensors"),
+              metadata={"format": "pt"})
+    return folder
+
+
+def _recorded_deep(layers: int, tmp: Path) -> tuple[Recorder, PeerRun]:
+    """The tiny shape at `layers` layers, recorded once, and its peer's values."""
+    model = _deep_checkpoint(tmp / f"tiny-{layers}L", layers)
+    rt = runtime.build_runtime(TraceOptions(model=model, layers=layers, tokens=12, root=ROOT))
+    try:
+        mods = runtime.import_vendored(ROOT, "cpu")
+        runtime.run_prefill(rt)
+        rec = Recorder(rt.model, mods, runtime.vendor_root(ROOT))
         with rec.recording():
             runtime.run_prefill(rt)
-            t1 = time.perf_counter()
-        t2 = time.perf_counter()
         rec.uninstall()
-        if mode == "lines":
-            times["lines"].append(t1 - t0)
-        else:
-            times["full fwd"].append(t1 - t0)
-            times["full total"].append(t2 - t0)
+        ref = run_reference(rt.checkpoint, layers, rt.dtype, rt.device, rt.input_ids)
+    finally:
+        rt.close()
+    return rec, ref
 
-    rounds = [plain_timed, lambda: recorded("lines"), lambda: recorded("full")]
-    for fn in rounds:
-        fn()  # warm-up (wrappers installed once, so any guard change is compiled here)
-    for v in times.values():
-        v.clear()
-    order = random.Random(0)
-    for _ in range(REPEATS):
-        for fn in order.sample(rounds, len(rounds)):
-            fn()
-    med = {m: statistics.median(v) for m, v in times.items()}
-    for m, v in times.items():
-        print(f"{m:>10}: median {med[m] * 1e3:8.2f} ms  min {min(v) * 1e3:8.2f} ms")
-    full = recorders["full"]
-    print(f"{len(full.records)} records, {sum(full.compiled_calls.values())} compiled calls, "
-          f"compiled ran compiled: {full.ran_compiled()}; last full run: {full.copies.taken} copies taken, "
-          f"{full.copies.reused} reused")
-    print("ratio of medians vs off: " + ", ".join(f"{m} {med[m] / med['off']:.2f}x" for m in times if m != "off")
-          + "  (target ≤ 1.3x for the fused path under recording)")
-    paired = {m: statistics.median(t / o for t, o in zip(times[m], times["off"])) for m in times if m != "off"}
-    print("median of per-round ratios: " + ", ".join(f"{m} {r:.2f}x" for m, r in paired.items()))
-    print("ratio of minimums (least disturbed runs): "
-          + ", ".join(f"{m} {min(times[m]) / min(times['off']):.2f}x" for m in times if m != "off"))
-    rt.close()
+
+def identify_rows(rounds: int) -> list[dict[str, Any]]:
+    """Identification (`assemble.records_payload`: summaries and identities of every recorded copy)
+    at 4 and 28 layers, with the prefilter and with every candidate compared in full, interleaved
+    round by round in a shuffled order; the growth is the median of per-round ratios."""
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {n: _recorded_deep(n, Path(tmp)) for n in IDENTIFY_LAYERS}
+    times: dict[tuple[int, str], list[float]] = {}
+    compared: dict[tuple[int, str], int] = {}
+
+    def step(layers: int, path: str) -> Callable[[], None]:
+        def run() -> None:
+            rec, ref = runs[layers]
+            ident = Identifier(ref, exhaustive=path == "no prefilter", prefilter_above=0 if path == "prefilter on" else None)
+            t0 = time.process_time()
+            assemble.records_payload(rec, ident, save=False)
+            times.setdefault((layers, path), []).append(time.process_time() - t0)
+            compared[(layers, path)] = ident.compared
+        return run
+
+    steps = [step(n, p) for n in IDENTIFY_LAYERS for p in PATHS]
+    order = random.Random(1)
+    for _ in range(rounds):
+        for s in order.sample(steps, len(steps)):
+            s()
+    lo, hi = IDENTIFY_LAYERS
+    rows: list[dict[str, Any]] = []
+    for path in PATHS:
+        for n in IDENTIFY_LAYERS:
+            rows.append({"bench": "trace", "shape": f"tiny {n}L 12T", "preset": "identify", "mode": f"identify ({path})",
+                         "cpu_ms": round(statistics.median(times[(n, path)]) * 1e3, 2), "records": len(runs[n][0].records),
+                         "candidates": len(runs[n][1].values), "compared": compared[(n, path)]})
+        growth = statistics.median(h / lo_ for h, lo_ in zip(times[(hi, path)], times[(lo, path)]))
+        rows.append({"bench": "trace", "shape": f"tiny {hi}L / {lo}L", "preset": "identify",
+                     "mode": f"{hi}L / {lo}L" + ("" if path == "default" else f" ({path})"),
+                     "ratio": round(growth, 2), "target": TARGETS[("identify", f"{hi}L / {lo}L")] if path == "default" else None,
+                     "rounds": rounds})
+    return rows
 
 
 def full_trace() -> None:
-    """One `annotate trace` in a fresh process (warm Inductor disk cache): its own breakdown."""
+    """One `annotate trace` (qwen3-0.6b, 4 layers, 32 tokens) in a fresh process (warm Inductor disk
+    cache): its own time breakdown, printed (`--full-trace`)."""
+    import subprocess
+
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "annotate", "--root", str(ROOT), "trace", "--preset", PRESET,
-               "--layers", str(LAYERS), "--tokens", str(TOKENS), "--out", str(Path(tmp) / "t"), "--quiet"]
+        cmd = [sys.executable, "-m", "annotate", "--root", str(ROOT), "trace", "--preset", "qwen3-0.6b",
+               "--layers", "4", "--tokens", "32", "--out", str(Path(tmp) / "t"), "--quiet"]
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         wall = time.perf_counter() - start
     if proc.returncode:
         print(proc.stderr)
         return
-    tail = proc.stdout[proc.stdout.index("time breakdown:"):]
-    print(f"annotate trace --preset {PRESET} --layers {LAYERS} --tokens {TOKENS}: {wall:.2f} s wall (process start included)")
-    print(tail)
+    print(f"annotate trace --preset qwen3-0.6b --layers 4 --tokens 32: {wall:.2f} s wall (process start included)")
+    print(proc.stdout[proc.stdout.index("time breakdown:"):])
+
+
+def main(argv: list[str]) -> None:
+    threads = int(argv[argv.index("--threads") + 1]) if "--threads" in argv else 1
+    rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
+    # 1 thread: on a loaded machine OpenMP would spin against other processes; per-line costs are
+    # Python's, and a GPU forward is as short as the tiny one on one core
+    torch.set_num_threads(threads)
+    rows: list[dict[str, Any]] = []
+    for preset, layers, tokens in () if "--no-overhead" in argv else SHAPES:
+        rows += overhead(preset, layers, tokens, rounds)
+        for r in rows[-2:]:
+            print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (CPU time {r['cpu_ratio']:.2f}x; "
+                  f"under the forward {r['forward_ratio']:.2f}x; "
+                  f"plain forward {r['forward_ms']:.1f} ms, "
+                  f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records)")
+    if "--no-identify" not in argv:
+        rows += identify_rows(IDENTIFY_ROUNDS)
+        for r in rows:
+            if r["preset"] == "identify":
+                print(f"{r['shape']:>22} {r['mode']:<24} " + (f"{r['cpu_ms']:.1f} ms CPU, {r['compared']} full comparisons"
+                                                               if "cpu_ms" in r else f"{r['ratio']:.2f}x"))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"bench": "trace", "threads": threads, "rounds": rounds,
+                                   "python": sys.version.split()[0], "torch": torch.__version__,
+                                   "rows": rows}, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    if "--full-trace" in argv:
+        full_trace()
 
 
 if __name__ == "__main__":
-    # `--threads N`: torch intra-op threads for the overhead part (on a loaded 2-core machine,
-    # 1 thread keeps OpenMP from spinning against other processes and the medians steady)
-    if "--threads" in sys.argv:
-        import torch
-
-        torch.set_num_threads(int(sys.argv[sys.argv.index("--threads") + 1]))
-    overhead()
-    if "--no-full" not in sys.argv:
-        full_trace()
+    main(sys.argv[1:])

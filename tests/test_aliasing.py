@@ -35,3 +35,17 @@ def test_tensors_of_a_value() -> None:
     assert tensors(t, "x") == [("x", t)]
     assert [n for n, _ in tensors((t, 3, t), "out")] == ["out[0]", "out[2]"]
     assert tensors(None, "x") == []
+
+
+def test_shared_storage_keys_give_the_same_groups() -> None:
+    """Keys kept across the snapshots of one pass (one frame's locals recur) change no group,
+    and a snapshot with nothing recorded has none."""
+    qkv = torch.arange(12.0).reshape(3, 4)
+    q, k = qkv.split(2, dim=-1)
+    snapshots = [({"qkv": qkv, "q": q}, None, {"q"}), ({"qkv": qkv, "q": q, "k": k}, (q, k), {"k"}),
+                 ({"qkv": qkv, "q": q}, None, set())]
+    keys: dict = {}
+    shared = [alias_groups(f, r, names, keys) for f, r, names in snapshots]
+    assert shared == [alias_groups(f, r, names) for f, r, names in snapshots]
+    assert shared[1][0].names == ["k", "q", "qkv", "return[0]", "return[1]"] and shared[2] == []
+    assert len(keys) == 3

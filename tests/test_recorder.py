@@ -2,6 +2,8 @@
 bodies, the compiled-ran-compiled check, aliasing and kernel capture — on one real compiled trace."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -188,3 +190,26 @@ def test_bandwidth_timing_runs_on_this_device(tmp_path) -> None:
         bandwidth.measure(ROOT, device="cpu", dtype="float32", tokens=8, hidden=8, repeats=1, calls=1)
     with pytest.raises(ValueError, match="at least 1"):
         bandwidth.measure(ROOT, device="cpu", tokens=8, hidden=8, calls=0)
+
+
+def records_structure(payload: dict) -> str:
+    """A trace's records as one line each, timings and values aside: where (function, file, line,
+    kind, source, layer, module, call, hit, order) and, per variable, its name, role, shape, dtype,
+    shared copy and aliases — every field the recorder decides, none it measures."""
+    lines = []
+    for r in payload["records"]:
+        head = [r[k] for k in ("id", "function", "file", "line", "end_line", "kind", "source", "layer", "module",
+                               "call", "hit", "order")]
+        vars_ = [[v[k] for k in ("name", "role", "shape", "dtype", "aliases", "same_memory", "same_copy_as")]
+                 for v in r["vars"]]
+        lines.append(json.dumps([head, vars_, r["aliases"]], ensure_ascii=False, separators=(",", ":")))
+    return "\n".join(lines) + "\n"
+
+
+def test_records_are_those_the_unoptimised_recorder_made(tiny_trace) -> None:
+    """The tiny trace's records, field by field (values and timings aside), as the recorder recorded
+    them before its fixed costs were cut (golden written from that code; its values were compared
+    byte for byte then)."""
+    from goldens import compare_golden
+
+    compare_golden("recorder/tiny-records.jsonl", records_structure(tiny_trace.payload), redacted=False)

@@ -140,3 +140,75 @@ def test_an_adversarial_checkpoint_says_ambiguous_never_a_match(tmp_path) -> Non
           if e["layer"] == 0 and e["module"].endswith("input_layernorm") and e["var"] == "hidden_states"]
     assert hf and all(e["status"] == "ambiguous" and not e["label"] for e in hf)
     assert weak_identity(t) is None   # and nothing on the trace claims a ≡ below the margin
+
+
+def _layered_peer(layers: int, tokens: int = 8, hidden: int = 64) -> tuple[PeerRun, list[torch.Tensor]]:
+    """A peer shaped like the real one: per layer x, x/RMS(x), RMSNorm₁, Attn, x₁, …, x₂ (= next x),
+    the residual stream growing by an increment per step, and the recorded tensors a framework with
+    other rounding would see (each value plus noise, some nearly ambiguous)."""
+    g = torch.Generator().manual_seed(7)
+    vals: dict[tuple[str, int], torch.Tensor] = {}
+    x = torch.randn(tokens, hidden, generator=g)
+    for layer in range(layers):
+        vals[("x", layer)] = x.bfloat16()
+        vals[("xhat1", layer)] = (x / x.pow(2).mean(-1, keepdim=True).sqrt()).bfloat16()
+        vals[("ms1", layer)] = x.pow(2).mean(-1, keepdim=True)
+        attn = 0.3 * torch.randn(tokens, hidden, generator=g)
+        vals[("attn", layer)] = attn.bfloat16()
+        x1 = x + attn
+        vals[("x1", layer)] = x1.bfloat16()
+        mlp = 0.3 * torch.randn(tokens, hidden, generator=g)
+        vals[("mlp", layer)] = mlp.bfloat16()
+        x = x1 + mlp
+        vals[("x2", layer)] = x.bfloat16()
+    peer = _ref(vals)
+    seen = [(v.float() * (1 + 0.004 * torch.randn(v.shape, generator=g))).to(v.dtype) for v in vals.values()]
+    seen += [(vals[("x", 1)].float() * 1.02).bfloat16(), torch.full((tokens, hidden), float("nan")),
+             torch.zeros(tokens, hidden), 0.5 * (vals[("x1", 2)].float() + vals[("x2", 2)].float())]
+    return peer, seen
+
+
+def test_the_prefilter_decides_exactly_as_the_full_comparison() -> None:
+    """Every identity (status, matches, runner-up, margin) is the same with and without the
+    prefilter (forced on here, whatever the size), while it compares fewer candidates in full."""
+    from dataclasses import asdict
+
+    peer, seen = _layered_peer(12, 16, 256)
+    fast, full = Identifier(peer, prefilter_above=0), Identifier(peer, exhaustive=True)
+    for t in seen:
+        assert repr(asdict(fast.identify(t))) == repr(asdict(full.identify(t)))   # repr: NaN == NaN
+    assert fast.compared < full.compared
+
+
+def test_the_prefilter_bounds_never_exceed_the_distance() -> None:
+    """The fingerprint's bounds are lower bounds of the relative distance, for every candidate."""
+    from annotate.trace.reference import TOLERANCE as tol
+
+    peer, seen = _layered_peer(6, 8, 128)
+    ident = Identifier(peer)
+    for t in seen[:-4]:
+        c = ident._stack(tuple(t.shape), torch.bfloat16)
+        flat = t.bfloat16().float().reshape(1, -1)
+        rel, bounds = ident._rels(c, flat, None), ident._bounds(c, flat)
+        assert bool((bounds <= rel).all()) and float(bounds.max()) > 0
+        assert ident._needed(rel, tol["bfloat16"]) >= float(rel.min())
+
+
+@pytest.mark.slow
+def test_identities_on_a_real_trace_are_unchanged_by_the_prefilter(tiny_trace) -> None:
+    """Re-identify every recorded tensor of the tiny trace against its peer with and without the
+    prefilter (forced on), and as the trace itself stored them."""
+    from dataclasses import asdict
+
+    t = tiny_trace.trace
+    peer = PeerRun([MathValue(v["key"], v["layer"], t.tensor(v["tensor"])) for v in t.math], "eager", "test")
+    fast, full = Identifier(peer, prefilter_above=0), Identifier(peer, exhaustive=True)
+    stored = {v.tensor: v.identity for r in t.records for v in r.vars if v.tensor}
+    assert stored
+    for key, identity in sorted(stored.items()):
+        tensor = t.tensor(key)
+        got = asdict(fast.identify(tensor))
+        assert repr(got) == repr(asdict(full.identify(tensor))), key
+        assert got["status"] == identity["status"], key
+        assert [(m["key"], m["layer"]) for m in got["matches"]] == [(m["key"], m["layer"]) for m in identity["matches"]], key
+    assert fast.compared < full.compared

@@ -46,9 +46,14 @@ def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
-def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> list[AliasGroup]:
-    """Names (locals and return values) sharing storage, in groups touching a recorded name."""
-    groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
+def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
+                 keys: dict[int, tuple[torch.Tensor, tuple[torch.device, int] | None]] | None = None) -> list[AliasGroup]:
+    """Names (locals and return values) sharing storage, in groups touching a recorded name.
+
+    ``keys``: storage keys by tensor identity, shared by the calls of one pass over snapshots that
+    hold their tensors (so no id is reused meanwhile): one frame's locals recur in every record of it."""
+    if not recorded:
+        return []
     candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
     candidates += [(n, t) for k, v in f_locals.items() if isinstance(v, (tuple, list)) and k != "self"
                    for n, t in tensors(v, k)]
@@ -56,12 +61,13 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str]) -> l
         candidates += tensors(retval, "return")
     if len(candidates) < 2:
         return []
+    keys = {} if keys is None else keys
+    groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
     for n, t in candidates:
-        if t.numel():
-            groups.setdefault(storage_key(t), []).append((n, t))
-    out = []
-    for members in groups.values():
-        names = sorted(n for n, _ in members)
-        if len(names) > 1 and recorded.intersection(names):
-            out.append(AliasGroup(names, same_memory(members)))
-    return out
+        hit = keys.get(id(t))
+        if hit is None or hit[0] is not t:
+            hit = keys[id(t)] = (t, storage_key(t) if t.numel() else None)
+        if hit[1] is not None:
+            groups.setdefault(hit[1], []).append((n, t))
+    return [AliasGroup(sorted(n for n, _ in members), same_memory(members))
+            for members in groups.values() if len(members) > 1 and any(n in recorded for n, _ in members)]

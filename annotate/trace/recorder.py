@@ -559,6 +559,7 @@ class Recorder:
         frame's locals; layers, hit counts and aliasing are worked out here. Aliasing from the
         snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
         its memory handed to another tensor) before this runs."""
+        keys: dict[int, Any] = {}   # storage keys by tensor identity, for this pass (see `alias_groups`)
         for state, stmt, raw_vars, f_locals, retval, key in self._raw:
             info = state.info
             vars_ = [RawVar(n, t, role) for n, t, role in raw_vars]
@@ -571,7 +572,7 @@ class Recorder:
                     layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
                 hit = state.hits.get((line, layer), 0)
                 state.hits[(line, layer)] = hit + 1
-            aliases = alias_groups(f_locals, retval, {v.name for v in vars_})
+            aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys)
             self.records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
                                           state.module, state.call, hit, 0, text, vars_, aliases, key))
         self._raw.clear()

@@ -223,38 +223,141 @@ def separation(best_rel: float, runner_rel: float, tolerance: float) -> float:
     return runner_rel / max(best_rel, tolerance / MARGIN)
 
 
+#: evenly spaced elements per candidate kept for the prefilter's fingerprint (see `Identifier`)
+SAMPLES = 64
+
+#: up to this many elements in all (candidates × elements per candidate) one vectorised comparison
+#: with every candidate costs less than the prefilter's own steps (measured with bench_trace.py and
+#: synthetic peers: at the tiny shape, even 28 layers deep, and at 12 × 1024 the prefilter's gathers
+#: cost as much as the comparisons they save); the qwen3-0.6b shape from ~8 layers up is above it
+_WHOLE_STACK = 1 << 22
+
+#: candidates compared in full first (the nearest by bound), to bound what the decision reads
+_CHUNK = 8
+
+#: the prefilter's lower bounds are shrunk by this much before they rule a candidate out, so that
+#: float32 rounding in two different norm computations can never exclude one the full comparison keeps
+_BOUND_SLACK = 1e-3
+
+
+@dataclass
+class _Candidates:
+    """All peer values of one shape, rounded to one dtype and flattened: the full stack, each
+    candidate's norm, and the prefilter's fingerprint: the norm of each of its vectors along the last
+    dimension (a token's hidden state) and :data:`SAMPLES` fixed elements."""
+
+    stack: torch.Tensor
+    values: list[MathValue]
+    norms: torch.Tensor
+    width: int
+    vector_norms: torch.Tensor
+    picks: torch.Tensor
+    sampled: torch.Tensor
+
+
+def _sample_picks(numel: int) -> torch.Tensor:
+    """Fixed, evenly spaced element indices: the same for every candidate and recorded tensor."""
+    return torch.unique(torch.linspace(0, max(numel - 1, 0), min(SAMPLES, numel)).long())
+
+
 class Identifier:
-    """Compares recorded tensors with every peer variable of the same shape."""
+    """Compares recorded tensors with every peer variable of the same shape.
 
-    def __init__(self, reference: PeerRun) -> None:
+    A recorded tensor is compared in full only with the candidates that could matter: the relative
+    distance to candidate c is at least max(‖(‖t_r‖ − ‖c_r‖)_r‖, ‖(t − c)[picks]‖) / ‖c‖ (the
+    triangle inequality per token vector r, and a sub-vector's norm), which costs a few scalars per
+    candidate. Candidates are
+    compared in full in the order of that bound until the bound exceeds everything the decision
+    reads (the best, the runner-up, every value inside the ambiguity margin); the rest could not
+    change it. So the cost per tensor stops growing with the number of same-shaped candidates
+    (≈ 10 per layer), and identification is linear in layers. ``exhaustive`` compares with every
+    candidate (the unfiltered path, kept to test that both decide alike)."""
+
+    def __init__(self, reference: PeerRun, exhaustive: bool = False, prefilter_above: int | None = None) -> None:
+        """``prefilter_above``: candidates × elements above which the prefilter runs (default
+        :data:`_WHOLE_STACK`; 0: always, as the tests and the bench force it)."""
         self.values = reference.values
-        self._stacks: dict[tuple[tuple[int, ...], torch.dtype], tuple[torch.Tensor, list[MathValue], torch.Tensor]] = {}
+        self.exhaustive = exhaustive
+        self.prefilter_above = _WHOLE_STACK if prefilter_above is None else prefilter_above
+        self._shapes = {tuple(v.tensor.shape) for v in self.values}
+        self._stacks: dict[tuple[tuple[int, ...], torch.dtype], _Candidates] = {}
+        self.compared = 0   # full comparisons made so far (the bench and tests read it)
 
-    def _stack(self, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, list[MathValue], torch.Tensor] | None:
+    def _stack(self, shape: tuple[int, ...], dtype: torch.dtype) -> _Candidates:
         """All candidates of one shape, rounded to `dtype`, stacked (for one vectorised comparison)."""
         key = (shape, dtype)
         if key not in self._stacks:
             cands = [v for v in self.values if tuple(v.tensor.shape) == shape]
-            if not cands:
-                return None
             stack = torch.stack([v.tensor.to(dtype).float().reshape(-1) for v in cands])
-            self._stacks[key] = (stack, cands, torch.linalg.vector_norm(stack, dim=1))
+            picks = _sample_picks(stack.shape[1])
+            width = shape[-1] if shape and shape[-1] else 1
+            self._stacks[key] = _Candidates(stack, cands, torch.linalg.vector_norm(stack, dim=1), width,
+                                            torch.linalg.vector_norm(stack.reshape(len(cands), -1, width), dim=2),
+                                            picks, stack[:, picks].contiguous())
         return self._stacks[key]
+
+    @staticmethod
+    def _rels(c: _Candidates, flat: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """‖c − t‖ / ‖c‖ for the given rows (all when None), as the unfiltered comparison computes it."""
+        stack, norms = (c.stack, c.norms) if rows is None else (c.stack[rows], c.norms[rows])
+        diff = torch.linalg.vector_norm(stack - flat, dim=1)
+        rel = torch.where(norms > 0, diff / norms.clamp_min(1e-30), diff * float("inf"))
+        return torch.nan_to_num(rel, nan=0.0)
+
+    def _bounds(self, c: _Candidates, flat: torch.Tensor) -> torch.Tensor:
+        """A lower bound of each candidate's relative distance (0 where none can be given):
+        ‖t − c‖ ≥ ‖(‖t_r‖ − ‖c_r‖)_r‖ over the vectors r along the last dimension (the triangle
+        inequality per vector), and ≥ ‖(t − c)[picks]‖ (part of the sum)."""
+        gap = torch.linalg.vector_norm(c.vector_norms - torch.linalg.vector_norm(flat.reshape(-1, c.width), dim=1), dim=1)
+        sampled = torch.linalg.vector_norm(c.sampled - flat[0, c.picks], dim=1)
+        bound = torch.maximum(gap, sampled) / c.norms.clamp_min(1e-30) * (1 - _BOUND_SLACK)
+        return torch.where(torch.isfinite(bound) & (c.norms > 0), bound, torch.zeros_like(bound))
+
+    @staticmethod
+    def _needed(rel: torch.Tensor, tol: float) -> float:
+        """The largest distance the decision reads, from the distances known so far: the nearest
+        value farther than the best (≥ the runner-up's), the tolerance, and MARGIN × the best (the
+        ambiguity band). Infinite while every known candidate is as near as the best."""
+        best = rel.min()
+        farther = rel[rel != best]
+        if not len(farther):
+            return float("inf")
+        return max(float(farther.min()), tol, MARGIN * float(best))
+
+    def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float) -> dict[int, float]:
+        """Relative distances of every candidate that can matter to the decision (see the class):
+        those within :meth:`_needed` of the nearest."""
+        n = len(c.values)
+        if self.exhaustive or n * c.stack.shape[1] <= self.prefilter_above or not bool(torch.isfinite(flat).all()):
+            rows, rel = torch.arange(n), self._rels(c, flat, None)
+        else:
+            # the nearest few by bound first: the distance the decision reads can only shrink as
+            # more candidates are known (see `_needed`), so theirs bounds it; then, in one go,
+            # every other candidate whose bound does not rule it out
+            bounds = self._bounds(c, flat)
+            by_bound = torch.argsort(bounds, stable=True)
+            first = by_bound[:_CHUNK]
+            rel = self._rels(c, flat, first)
+            rest = by_bound[_CHUNK:]
+            rest = rest[bounds[rest] <= self._needed(rel, tol)]
+            rows, rel = torch.cat([first, rest]), torch.cat([rel, self._rels(c, flat, rest)])
+        self.compared += len(rows)
+        keep = rel <= self._needed(rel, tol)
+        return dict(zip(rows[keep].tolist(), rel[keep].tolist()))
 
     def identify(self, t: torch.Tensor) -> Identity:
         """What `t` equals: a ≡ (best within tolerance, every other value clearly farther), ambiguous
         (another value about as close: all listed), no match (the nearest given) or no candidate."""
         shape = tuple(t.shape)
-        if not t.is_floating_point() or not any(tuple(v.tensor.shape) == shape for v in self.values):
+        if not t.is_floating_point() or shape not in self._shapes:
             return Identity("no candidate")
         dtype = coarser(t.dtype, self.values[0].tensor.dtype)
-        stack, cands, norms = self._stack(shape, dtype)  # type: ignore[misc]
+        c = self._stack(shape, dtype)
+        cands, stack = c.values, c.stack
         flat = t.detach().to("cpu", dtype).float().reshape(1, -1)
-        diff = torch.linalg.vector_norm(stack - flat, dim=1)
-        rel = torch.where(norms > 0, diff / norms.clamp_min(1e-30), diff * float("inf"))
-        rels = torch.nan_to_num(rel, nan=0.0).tolist()
         tol = TOLERANCE[str(dtype).removeprefix("torch.")]
-        order = sorted(range(len(cands)), key=lambda i: (rels[i], _PREFERENCE.get(cands[i].key, 1)))
+        rels = self._compare(c, flat, tol)
+        order = sorted(sorted(rels), key=lambda i: (rels[i], _PREFERENCE.get(cands[i].key, 1)))
         best = order[0]
         same = [i for i in order if i == best or (one_tensor(cands[i], cands[best]) and torch.equal(stack[i], stack[best]))]
         others = [i for i in order if i not in same]
