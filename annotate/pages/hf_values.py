@@ -180,7 +180,7 @@ def stats_html(e: HfRow) -> str:
 def nano_words(e: HfRow) -> str:
     """The comparison with nano-vllm in plain text: `qwen3.py:156 residual (x₁⁽²⁾): max |Δ| 0.0039 (1 ulp), rel 0.0012`."""
     n = e.get("nano")
-    if not n:
+    if not n or e.get("status") != "match":   # a comparison stands on both ≡: none without HF's
         return ""
     return (f"{posixpath.basename(n['file'])}:{n['line']} {n['var']}（{layer_name(layer_key(n['layer']))}）: "
             f"{distance_words(n)}")
@@ -204,7 +204,7 @@ def nano_html(e: HfRow, view: TraceView, path: str) -> str:
                 'as this variable</div>')
     href = value_url(page_src_uri(path), n["file"], n["line"], n["layer"], view.key)
     same = esc(distance_words(n))
-    return (f'<div class="an-vs-nano"><b>与 nano-vllm 对照 vs nano-vllm</b> '
+    return (f'<div class="an-vs-nano"><b>与 nano-vllm 对照 compared with nano-vllm</b> '
             f'<a class="an-nano-link" href="{esc(href)}">{esc(posixpath.basename(n["file"]))}:{n["line"]} '
             f'<code>{esc(n["var"])}</code></a>（同为 both ≡ {esc(sup_label(e["label"]))}）: {same}</div>')
 
