@@ -138,7 +138,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         markdown = references.expand(markdown, uri, facts.references.get(uri, ()), facts.files)
         # recorded values cited in prose ({{value …}}), then numbers computed from the vendored code ({{= …}})
         markdown = _plugin_error(lambda: lesson_values.expand(markdown, uri, facts.sources, facts.traces,
-                                                                     self.project.docs_label))
+                                                                     self.project.docs_label, facts.files))
         return _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
                                                    folder=self.project.docs_label, table=lambda: facts.claims))
 

@@ -50,7 +50,8 @@ def test_map_link_lands_on_the_highlighted_line(browser, built_site: Path, artif
 
 
 def test_hf_page_has_traced_values_panels(browser, traced_site: Path) -> None:
-    """HF's own traced lines: the panel under the x₁ line opens and names x₁ for layer 0, Chinese first."""
+    """HF's own traced lines: the panel under the x₁ line opens and names x₁ for layer 0, Chinese first (the
+    panel in detail: tests/test_browser_hf_values.py)."""
     from annotate.anchors import Anchor, resolve
     from annotate.notes import Sources
 
@@ -58,18 +59,19 @@ def test_hf_page_has_traced_values_panels(browser, traced_site: Path) -> None:
     line = resolve(Anchor(path, "Qwen3DecoderLayer.forward", "hidden_states = residual + hidden_states"),
                    Sources(REPO).get(path)).span[0]
     page = traced_site / "source" / f"{path}.html"
-    if 'class="an-hf-values"' not in page.read_text(encoding="utf-8"):
-        pytest.skip("the default trace has no HF line records (re-record it: `annotate trace --force`)")
+    assert 'class="an-values an-hf-values"' in page.read_text(encoding="utf-8")
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     tab.goto(page.as_uri() + f"#L{line}")
-    panel = tab.locator(f"#hf-values-L{line}")
+    panel = tab.locator(f"#values-L{line}")
     assert panel.count() == 1
     summary = panel.locator("summary")
-    assert summary.inner_text().index("值 values") < summary.inner_text().index("traced")
+    assert summary.inner_text().index("值 values") < summary.inner_text().index("HF")
     summary.click()
     assert panel.get_attribute("open") is not None
-    assert "x₁⁽⁰⁾" in panel.inner_text()
+    tab.select_option(f"#values-L{line} .an-layer-select", "0")
+    tab.wait_for_selector(f"#values-L{line}[data-shown$='/0']")
+    assert "x₁⁽⁰⁾" in panel.locator(".an-view").inner_text()
     context.close()
 
 

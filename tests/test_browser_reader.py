@@ -375,3 +375,26 @@ def test_a_search_hit_on_a_note_lands_at_its_line(reader: Visit, traced_site: Pa
     first = anchor.split("-")[0]
     reader.page.wait_for_selector(f"#{first}.an-hl")
     assert reader.in_viewport(f"#{first}")
+
+
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["desktop", "phone"])
+def test_a_value_cited_in_the_lesson_copies_its_citation(browser, traced_site: Path, traced_project: Path,
+                                                         viewport: dict) -> None:
+    """The lesson's {{value}} numbers carry 引用 cite: lesson and framework, file:line, the upstream permalink
+    at the pinned commit, the tensor, and the trace the number came from."""
+    trace = load_trace(traced_project / "traces" / "cpu")
+    res = trace.at(QWEN3, 156, layer=2)[0].var("residual")
+    upstream = read_lock(traced_project / "vendor" / "nano-vllm.lock.json").upstream.file_url(QWEN3)
+    with visiting(browser, traced_site, viewport, clipboard=True) as v:
+        v.open("lesson.html")
+        value = v.page.locator(".an-cited-value:has(a[href*='#L156&layer=2'])").first
+        value.scroll_into_view_if_needed()
+        button = value.locator("button.an-cite")
+        assert button.is_visible() and button.bounding_box()["x"] + button.bounding_box()["width"] <= viewport["width"]
+        button.click()
+        v.page.wait_for_function("b => b.textContent.includes('已复制')", arg=button.element_handle())
+        lines = clipboard(v).splitlines()
+        assert lines[0].endswith("· nano-vllm") and lines[1].startswith(f"位置 where: {QWEN3}:156")
+        assert lines[2].startswith(f"上游 upstream: {upstream}#L")
+        assert f"residual ≡ {sup_label(res.label)} · 第 2 层 layer 2 · ‖·‖₂ = {num(res.norm)}" in lines[3]
+        assert lines[4].startswith("运行 trace: ") and trace.provenance() in lines[4] and lines[-1].startswith("我的推导")

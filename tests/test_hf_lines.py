@@ -41,6 +41,7 @@ def test_hf_lines_are_identified_by_comparison(tiny_trace) -> None:
     assert held(hf, line_of("hidden_states = self.post_attention_layernorm(hidden_states)"), "hidden_states") == {
         n: "rmsnorm2" for n in layers}
     assert all(e["max_abs"] == 0.0 for e in hf["lines"] if e["identity"])   # HF against itself: exact
+    assert all(e["shape"] and e["head"] and e["norm"] > 0 for e in hf["lines"])   # what the panel shows
     text = json.dumps(hf)
     assert "residual + hidden_states" not in text   # no statement text in the trace
 
@@ -76,16 +77,15 @@ def test_an_installed_transformers_other_than_the_pin_is_refused(tmp_path: Path)
 
 
 def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
     from annotate.pages.hf_values import HfValues
 
-    traces = SimpleNamespace(views=[SimpleNamespace(pin_moved=False, trace=load_trace(tiny_trace.out, REPO))])
+    traces = TraceSet([TraceView("cpu", load_trace(tiny_trace.out, REPO))])
     files = build_snapshot(REPO).files
     panels = HfValues(traces, files)
     line = line_of("hidden_states = residual + hidden_states")
     html = panels.line_html(HF_FILE, line)
-    assert f'id="hf-values-L{line}"' in html and "x₁⁽⁰⁾" in html and "x₁⁽0⁾" not in html and "值 values" in html and "eager" in html
+    assert f'<details class="an-values an-hf-values" id="values-L{line}"' in html and 'data-layer="1"' in html
+    assert "hidden_states ≡ x₁⁽¹⁾" in html and "x₁⁽1⁾" not in html and "值 values" in html
     assert panels.line_html("nanovllm/models/qwen3.py", line) == ""
     # HF's vendored file changes (a vendor update): the recorded lines are shown nowhere
     edited = {**files, HF_FILE: replace(files[HF_FILE], data=b"# edited\n")}
@@ -107,10 +107,33 @@ def test_map_and_hf_page_show_the_same_trace_when_the_default_has_no_hf_lines(ti
     html = render_map(load_map(REPO), facts, traces=traces).markdown
     panels = HfValues(traces, facts.files)
     line = line_of("hidden_states = residual + hidden_states")
-    assert panels.trace is with_hf and f'id="hf-values-L{line}"' in panels.line_html(HF_FILE, line)
+    assert [v.trace for v, _ in panels.shown] == [with_hf] and f'id="values-L{line}"' in panels.line_html(HF_FILE, line)
     assert f"**Trace:** {with_hf.provenance()}" in html and "HF's lines were not traced" not in html
     assert f"modeling_qwen3.py:{line}</a> <code>hidden_states</code>" in html
     # neither shows HF's lines once today's vendored HF file is other bytes than they were recorded from
     edited = replace(facts, files={**facts.files, HF_FILE: replace(facts.files[HF_FILE], data=b"# edited\n")})
     assert HfValues(traces, edited.files).by_line == {}
     assert "recorded against other bytes" in render_map(load_map(REPO), edited, traces=traces).markdown
+
+
+def test_hf_rows_are_measured_against_the_nano_vllm_tensor_of_the_same_variable(tiny_trace) -> None:
+    """HF's x₁ (`hidden_states = residual + hidden_states`) meets nano-vllm's `residual` after
+    post_attention_layernorm, found because both were identified as x₁⁽ℓ⁾; the distance is measured."""
+    hf = tiny_trace.payload["summary"]["hf_lines"]
+    nano_line = resolve(Anchor("nanovllm/models/qwen3.py", LAYER,
+                               "hidden_states, residual = self.post_attention_layernorm(hidden_states, residual)"),
+                        Sources(REPO).get("nanovllm/models/qwen3.py")).span[0]
+    x1 = line_of("hidden_states = residual + hidden_states")
+    rows = [e for e in hf["lines"] if e["line"] == x1 and e["var"] == "hidden_states"]
+    assert rows and all((e["nano"]["file"], e["nano"]["line"], e["nano"]["var"], e["nano"]["layer"]) ==
+                        ("nanovllm/models/qwen3.py", nano_line, "residual", e["layer"]) for e in rows)
+    nano_vars = {(r["layer"], v["name"]): v for r in tiny_trace.payload["records"]
+                 if r["file"] == "nanovllm/models/qwen3.py" and r["line"] == nano_line for v in r["vars"]}
+    for e in rows:   # |‖a‖ − ‖b‖| ≤ ‖a − b‖ ≤ √n · max |a − b| (+ rounding to the coarser dtype): consistent norms
+        n = e["nano"]
+        numel = e["shape"][0] * e["shape"][1]
+        gap = abs(e["norm"] - nano_vars[(e["layer"], "residual")]["norm"])
+        assert n["max_abs"] >= 0 and gap <= numel ** 0.5 * n["max_abs"] + 0.01 * e["norm"]
+        assert n["rel"] < tiny_trace.payload["meta"]["reference"]["tolerance_rel_l2"]["bfloat16"]
+    # a row no nano-vllm tensor matches (q_norm's per-head shapes) names none
+    assert all(e["nano"] is None for e in hf["lines"] if e["status"] != "match")

@@ -174,3 +174,19 @@ def test_a_device_trace_of_other_layers_never_fails_the_strict_build(tmp_path: P
     assert "这些轨迹没有记录这个值" in lesson and "traces/cuda" in lesson
     notices = [r.getMessage() for r in caplog.records if r.name == NOTICE_LOGGER]
     assert any("no trace here (traces/cuda) recorded no 'residual'" in n for n in notices), notices
+
+
+def test_a_cited_value_carries_its_citation_with_permalink_and_trace() -> None:
+    from values_fixtures import repo_snapshot
+
+    snap = repo_snapshot()
+    text = expand(f"{{{{value qwen3.py › Qwen3DecoderLayer.forward › {L156} › residual › 2}}}}", "lesson.md",
+                  repo_sources(), mini_set(), files=snap.files)
+    assert "\n" not in text   # one line of Markdown: the citation's line breaks are entities
+    cite = text.split('data-cite-text="', 1)[1].split('"', 1)[0].split("&#10;")
+    res = mini().at(QWEN3, 156, layer=2)[0].var("residual")
+    assert cite[0].endswith("· nano-vllm") and cite[1] == f"位置 where: {QWEN3}:156 · Qwen3DecoderLayer.forward"
+    assert cite[2] == f"上游 upstream: {snap.files[QWEN3].permalink(156)}" and "/blob/" in cite[2]
+    assert cite[3] == f"张量 tensor: residual ≡ {sup_label(res.label)} · 第 2 层 layer 2 · ‖·‖₂ = {num(res.norm)}"
+    assert cite[4].startswith("运行 trace: ") and mini().provenance() in cite[4]
+    assert 'class="an-cite" data-cite="text"' in text and "引用 cite" in text

@@ -235,3 +235,15 @@ def test_the_maps_distances_share_one_precision(rows, facts) -> None:
         pytest.skip("the mini trace has no HF line records to compare with")
     digits = lambda text: len(text.replace("-", "").replace(".", "").split("e")[0].lstrip("0"))  # noqa: E731
     assert all(digits(d) <= 3 and digits(u) <= 3 for d, u in found), found
+def test_every_map_cell_copies_a_citation_naming_its_framework_line_and_permalink(rows, facts) -> None:
+    html = render_map(rows, facts).markdown
+    row = re.search(r'<tr id="step-x1-and-norm">.*?</tr>', html).group(0)
+    for framework, title in (("nano-vllm", "nano-vllm"), ("transformers", "HF transformers"), ("vllm", "vLLM")):
+        cell = _cell(html, "x1-and-norm", framework)
+        cite = re.search(r'data-cite-text="([^"]*)"', cell).group(1).split("&#10;")
+        assert cite[0].endswith(f"· {title}") and 'data-cite="text"' in cell
+        where = re.search(r'class="an-map-line" href="[^"]*">([^<]*)</a>', cell).group(1)   # e.g. qwen3.py:156
+        assert cite[1].startswith("位置 where: ") and cite[1].split(" · ")[0].endswith(where.replace("–", "-"))
+        link = re.search(r'class="an-upstream" href="([^"]*)"', cell)
+        assert cite[2] == f"上游 upstream: {link.group(1)}" if link else "本地独有" in cite[2]
+    assert row.count("an-map-cite") == 3

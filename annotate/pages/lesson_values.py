@@ -4,7 +4,9 @@ A lesson sentence such as "after the second norm of layer 2, ‖residual‖ = �
 its number from the default trace at build time, not from the author's keyboard. The placeholder
 names the statement the way notes do (symbol + statement text, never a line number), the variable
 and the layer (``none`` outside the layers); it becomes the tensor's norm, the math variable it was
-identified as, and a link that opens that line's values panel at that layer::
+identified as, a link that opens that line's values panel at that layer, and a 引用 cite button that
+copies the citation (lesson and framework, file:line and symbol, the upstream permalink at the pinned
+commit, the tensor, the trace it came from) — the same citation a values panel copies::
 
     {{value qwen3.py › Qwen3DecoderLayer.forward › hidden_states, residual =
     self.post_attention_layernorm(hidden_states, residual) › residual › 2}}
@@ -25,9 +27,11 @@ import logging
 import re
 from typing import Mapping
 
+from annotate.links import FileFacts
 from annotate.project import DOCS_FOLDER, Project
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
+from annotate.pages.source_page import cite_head
 from annotate.pages.trace_set import DEFAULT_KEY, NOTICE_LOGGER, TraceSet, TraceView
 from annotate.trace.schema import VarRecord
 from annotate.references import find_file
@@ -73,8 +77,10 @@ def _not_recorded(views: list[TraceView], missing: str, where: str) -> str:
             f"{esc(missing)}；用 <code>make site</code> 记录默认轨迹 record the default trace）</span>")
 
 
-def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None, where: str) -> str:
-    """The text and link for one placeholder body (see the module docstring)."""
+def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None, where: str,
+           files: Mapping[str, FileFacts] | None = None) -> str:
+    """The text, link and citation for one placeholder body (see the module docstring); ``files`` give the
+    upstream permalink (None: the citation says it has none)."""
     parts = [p.strip() for p in body.split(SEP)]
     if len(parts) != 5:
         raise UserError(f"{where}: {{{{value {body}}}}} needs five parts separated by ' › ': "
@@ -96,9 +102,27 @@ def render(body: str, page: str, sources: Mapping[str, SourceFile], traces: Trac
     view, rec_var = found
     ident = f"，≡ {esc(sup_label(rec_var.label))}" if rec_var.identity.get("status") == "match" else ""
     href = value_url(page, path, line, layer, view.key)
-    return (f'<span class="an-cited-value">‖<code>{esc(var)}</code>‖₂ = {num(rec_var.norm)}{ident}'
+    cite = value_citation(path, line, symbol, var, rec_var, layer, view, (files or {}).get(path))
+    return (f'<span class="an-cited-value" data-cite-text="{esc(cite).replace(chr(10), "&#10;")}">‖<code>{esc(var)}</code>‖₂ = '
+            f'{num(rec_var.norm)}{ident}'
             f'（<a href="{esc(href)}" title="打开这一行在这一层的运行值 open this line\'s values at this layer">'
-            f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_name(layer_key(layer))}</a>）</span>')
+            f'{esc(path.rsplit("/", 1)[-1])}:{line} · {layer_name(layer_key(layer))}</a>）'
+            '<button type="button" class="an-cite" data-cite="text" title="复制引用 Copy citation" '
+            'aria-label="复制引用 Copy citation">引用 cite</button></span>')
+
+
+def value_citation(path: str, line: int, symbol: str, var: str, rec_var: VarRecord, layer: int | None,
+                   view: TraceView, facts: FileFacts | None) -> str:
+    """What the 引用 button of a cited value copies: lesson and framework, where, the upstream permalink at
+    the pinned commit, the tensor and the trace it came from (annotate.js appends the derivation line)."""
+    link = facts.permalink(line) if facts else None
+    ident = f" ≡ {sup_label(rec_var.label)}" if rec_var.identity.get("status") == "match" else ""
+    return "\n".join([
+        cite_head(facts.owner if facts else "nano-vllm"),
+        f"位置 where: {path}:{line} · {symbol}",
+        "上游 upstream: " + (link or "本地独有，无上游链接 local-only: no upstream permalink"),
+        f"张量 tensor: {var}{ident} · {layer_name(layer_key(layer))} · ‖·‖₂ = {num(rec_var.norm)}",
+        f"运行 trace: {view.label} ({view.where}) · {view.trace.provenance()}"])
 
 
 def _layer(text: str, where: str) -> int | None:
@@ -133,7 +157,7 @@ def _unclosed(text: str, where: str) -> None:
 
 
 def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None,
-           folder: str = DOCS_FOLDER) -> str:
+           folder: str = DOCS_FOLDER, files: Mapping[str, FileFacts] | None = None) -> str:
     """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link;
     ``sources`` are the build's parsed vendored files (:attr:`annotate.pages.snapshot.Snapshot.sources`),
     ``folder`` the docs folder as messages name it (``Project.docs_label``)."""
@@ -144,6 +168,6 @@ def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: 
     for number, text in prose_lines(markdown):
         _unclosed(text, f"{folder}/{page}:{number}")
         for m in PLACEHOLDER.finditer(text):
-            value = render(m.group("body"), page, sources, traces, f"{folder}/{page}:{number}")
+            value = render(m.group("body"), page, sources, traces, f"{folder}/{page}:{number}", files)
             lines[number - 1] = replace_outside_code(lines[number - 1], m.group(0), value)
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from annotate.anchors import Anchor, Resolution
 from annotate.framework_map import FRAMEWORKS, MapCell, Row
+from annotate.pages.source_page import cite_head
 from annotate.links import page_anchor, page_url
 from annotate.pages.highlight import wrap_points
 from annotate.pages.hf_values import hf_view, shown_hf_lines
@@ -206,7 +207,32 @@ def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str], f32: Trace
     if cell.zh:
         parts.append(f'<div class="an-map-note">{html.escape(cell.zh)}'
                      + (f'<br><span lang="en">{html.escape(cell.en)}</span>' if cell.en else "") + "</div>")
+    cite = cell_citation(cell, facts)
+    if cite:   # annotate.js copies it (data-cite="text"), with the derivation line after it
+        parts.append(f'<div class="an-map-cite" data-cite-text="{html.escape(cite).replace(chr(10), "&#10;")}">'
+                     '<button type="button" class="an-cite" data-cite="text" title="复制引用 Copy citation" '
+                     'aria-label="复制引用 Copy citation">引用 cite</button></div>')
     return "".join(parts) or "—"
+
+
+def cell_citation(cell: MapCell, facts: Snapshot) -> str:
+    """What a map cell's 引用 button copies: lesson and the cell's framework, each statement's file:line and
+    symbol with its upstream permalink at the pinned commit, and what the variables hold after it ('' when
+    no statement of the cell resolves)."""
+    lines = []
+    for anchor in cell.anchors:
+        res = facts.resolution(anchor)
+        if not res.ok or res.span is None:
+            continue
+        start, end = res.span
+        link = facts.files[anchor.path].permalink(start, end)
+        lines += [f"位置 where: {anchor.path}:{start}" + (f"-{end}" if end > start else "") + f" · {anchor.symbol}",
+                  "上游 upstream: " + (link or "本地独有，无上游链接 local-only: no upstream permalink")]
+    if not lines:
+        return ""
+    owner = facts.files[cell.anchors[0].path].owner
+    held = [f"之后 after: {', '.join(f'{v} = {m}' for v, m in cell.holds.items())}"] if cell.holds else []
+    return "\n".join([cite_head(owner), *lines, *held])
 
 
 def _held(holds: dict[str, str]) -> str:

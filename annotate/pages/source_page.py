@@ -18,16 +18,23 @@ from annotate.pages.extras import LineExtras
 from annotate.tex_text import tex_text
 from annotate.pages.highlight import highlight_lines, wrap_points
 from annotate.safe_html import prose
+from annotate.framework_map import FRAMEWORKS
 from annotate.source import SourceFile
 from annotate.vendoring.linemap import format_ranges
 from annotate.vendoring.status import FileStatus
 from annotate.pages.snapshot import PlacedNote
 
-__all__ = ["CITE_HEAD", "MathFn", "PageInput", "lean_math", "render_page"]
+__all__ = ["CITE_HEAD", "MathFn", "cite_head", "PageInput", "lean_math", "render_page"]
 
 MathFn = Callable[[str, bool], str]  # (tex, display) -> HTML; raises on bad LaTeX
 # the course lesson these pages belong to: the first line of every citation a reader copies
-CITE_HEAD = "第 20 课 · lesson 20 — Transformer 逐步拆解 · nano-vllm"
+CITE_HEAD = "第 20 课 · lesson 20 — Transformer 逐步拆解"
+
+
+def cite_head(owner: str) -> str:
+    """The first line of a citation copied from a file of upstream `owner`: the lesson, then the framework
+    the cited file belongs to (HF transformers' page must not say nano-vllm)."""
+    return f"{CITE_HEAD} · {FRAMEWORKS.get(owner, owner)}"
 
 
 @dataclass(frozen=True)
@@ -260,7 +267,7 @@ def data_blob(page: PageInput) -> str:
         # the upstream file at the pin, built by the one function that builds every upstream URL (the script
         # only appends `#L<a>-L<b>`)
         "upstream": {"file": lock.upstream.file_url(page.source.path), "ref": lock.upstream.ref},
-        "cite": CITE_HEAD,
+        "cite": cite_head(page.facts.owner),
         "symbols": [{"name": s.qualname, "start": s.span[0], "end": s.span[1]}
                     for s in sorted(page.source.symbols.values(), key=lambda s: s.start_line)],
         "notes": [{"id": f"note-{n.note.index}", "symbol": n.note.anchor.symbol, "start": n.start, "end": n.end,

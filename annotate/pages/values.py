@@ -100,34 +100,7 @@ class ValuesPanel:
 
     def banner_html(self, path: str) -> str:
         """A notice above the code: which traces are shown (the page-wide switch), and which are stale."""
-        views, stale = self.traces.for_file(path), self.traces.stale_for(path)
-        parts = []
-        if views:
-            how = (f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read the values</a>')
-            parts.append('<div><b>运行值 Values</b> 点击带 ▸ 的行，或用 Tab 聚焦它下面的“值 values”后按 Enter，'
-                         '查看该行在记录运行中产生的张量'
-                         '（Esc 关闭）— click a line marked ▸, or Tab to the “values” line under it and press Enter, to see '
-                         f'what it produced in the recorded run (Esc closes). {how}</div>')
-            if len(views) > 1:
-                opts = "".join(f'<option value="{esc(v.key)}">{esc(v.label)}</option>' for v in views)
-                parts.append(f'<div class="an-page-trace"><label><b>运行（全页）Trace, whole page</b> '
-                             f'<select class="an-trace-select" aria-label="运行 trace (整页 whole page)">{opts}</select></label> '
-                             '<span class="an-hint">本页所有面板一起切换，浏览器会记住 — switches every panel of the page; '
-                             'remembered by the browser</span></div>')
-            else:
-                parts.append(f'<div class="an-page-trace">运行 Trace: {esc(views[0].label)}</div>')
-        for v in views:   # placed from another pin (annotate/trace/placement.py): say so
-            notice = v.file_notice(path)
-            if notice:
-                parts.append(f'<div class="an-stale"><b>记录于另一版本 Recorded at another pin</b> {esc(notice)}</div>')
-        for v in stale:
-            parts.append(f'<div class="an-stale"><b>过期 Stale</b> {esc(v.where)}（{esc(v.label)}）录制时本文件的字节与现在不同，'
-                         '它的值可能落在错误的行上，所以这里不显示；重新录制：'
-                         f'<code>annotate trace --out {esc(v.where)} --force</code>'
-                         f' — it was made from other bytes of this file; its values are not shown here, since they '
-                         f'could sit on the wrong lines: rerun the command above.</div>')
-        template = self.panel_template(path) if views else ""
-        return f'<div class="an-values-banner">{"".join(parts)}</div>{template}' if parts else ""
+        return trace_banner(path, self.traces.for_file(path), self.traces.stale_for(path))
 
     # -- one panel
     def records(self, view: TraceView, path: str, start: int, key: str) -> list[LineRecord]:
@@ -143,7 +116,7 @@ class ValuesPanel:
         keys = self._layer_keys(views, path, start)
         trace, layer = views[0].key, self._default_layer(views[0].trace, path, start, keys)
         summary = brief(views[0].trace, self.records(views[0], path, start, layer))
-        controls = self._controls(keys, layer, max(v.trace.tp for v in views))
+        controls = self.controls_html(keys, layer, max(v.trace.tp for v in views))
         return (f'<details class="an-values" id="values-L{start}" data-line="{start}" '
                 f'data-trace="{esc(trace)}" data-layer="{layer}">'
                 f'<summary><span class="an-values-tag">L{start} 值 values</span>'
@@ -170,7 +143,7 @@ class ValuesPanel:
                 '<div class="an-view" aria-live="polite"><p class="an-none">加载中… loading…</p></div></template>')
 
     @staticmethod
-    def _controls(keys: list[str], layer: str, tp: int = 1) -> str:
+    def controls_html(keys: list[str], layer: str, tp: int = 1) -> str:
         """The layer switch, and the rank switch when a trace of the page ran on several ranks. The
         layer switch names only the shown layer; annotate.js adds the others from the page data
         (`layers`, `outside`) and the ranks from `data-ranks`, so 28 layers do not weigh 28 options
@@ -208,6 +181,38 @@ class ValuesPanel:
                 ends.setdefault(max(end, start), []).append(start)
             self._ends[path] = ends
         return self._ends[path]
+
+
+def trace_banner(path: str, views: list[TraceView], stale: list[TraceView]) -> str:
+    """A notice above the code of `path`'s page: which traces are shown (the page-wide switch), which are
+    stale; then the panels' template. nano-vllm's pages and HF's (annotate/pages/hf_values.py) share it."""
+    parts = []
+    if views:
+        how = (f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read the values</a>')
+        parts.append('<div><b>运行值 Values</b> 点击带 ▸ 的行，或用 Tab 聚焦它下面的“值 values”后按 Enter，'
+                     '查看该行在记录运行中产生的张量'
+                     '（Esc 关闭）— click a line marked ▸, or Tab to the “values” line under it and press Enter, to see '
+                     f'what it produced in the recorded run (Esc closes). {how}</div>')
+        if len(views) > 1:
+            opts = "".join(f'<option value="{esc(v.key)}">{esc(v.label)}</option>' for v in views)
+            parts.append(f'<div class="an-page-trace"><label><b>运行（全页）Trace, whole page</b> '
+                         f'<select class="an-trace-select" aria-label="运行 trace (整页 whole page)">{opts}</select></label> '
+                         '<span class="an-hint">本页所有面板一起切换，浏览器会记住 — switches every panel of the page; '
+                         'remembered by the browser</span></div>')
+        else:
+            parts.append(f'<div class="an-page-trace">运行 Trace: {esc(views[0].label)}</div>')
+    for v in views:   # placed from another pin (annotate/trace/placement.py): say so
+        notice = v.file_notice(path)
+        if notice:
+            parts.append(f'<div class="an-stale"><b>记录于另一版本 Recorded at another pin</b> {esc(notice)}</div>')
+    for v in stale:
+        parts.append(f'<div class="an-stale"><b>过期 Stale</b> {esc(v.where)}（{esc(v.label)}）录制时本文件的字节与现在不同，'
+                     '它的值可能落在错误的行上，所以这里不显示；重新录制：'
+                     f'<code>annotate trace --out {esc(v.where)} --force</code>'
+                     f' — it was made from other bytes of this file; its values are not shown here, since they '
+                     f'could sit on the wrong lines: rerun the command above.</div>')
+    template = ValuesPanel.panel_template(path) if views else ""
+    return f'<div class="an-values-banner">{"".join(parts)}</div>{template}' if parts else ""
 
 
 def _end_line(trace: Trace, rec: LineRecord) -> int:

@@ -23,7 +23,7 @@ from annotate.project import Project
 from annotate.trace import assemble, internals, kernels, provenance, runtime, sourcemap, store
 from annotate.trace.options import PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens
 from annotate.trace.recorder import Recorder
-from annotate.trace.hf_lines import summary as hf_summary
+from annotate.trace.hf_lines import nano_index, summary as hf_summary
 from annotate.vendoring.sources import sha256_file
 from annotate.trace.reference import MARGIN, TOLERANCE, Identifier, run_reference
 
@@ -182,13 +182,14 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
     layers = int(rt.config["num_hidden_layers"])
     with progress.step("reference", "HF transformers Qwen3 on the same checkpoint"):
         ref = run_reference(rt.checkpoint, layers, rt.dtype, rt.device, rt.input_ids)
-    with progress.step("hf lines", "HF transformers' own lines under the same recorder (eager, CPU)"):
-        hf_lines = hf_summary(root, rt.checkpoint, layers, rt.dtype, rt.input_ids, ref)
     with progress.step("identify", "matching every recorded tensor against the peer's variables"):
         save = req.full_tensors or assemble.total_bytes(rec.records) <= assemble.AUTO_SAVE_BYTES
         records, tensors = assemble.records_payload(rec, Identifier(ref), save)
         math = assemble.math_payload(ref, records, save, tensors)
         checks = assemble.checks_payload(rec)
+    with progress.step("hf lines", "HF transformers' own lines under the same recorder (eager, CPU)"):
+        # after identify: each HF row is measured against the nano-vllm tensor identified as its math variable
+        hf_lines = hf_summary(root, rt.checkpoint, layers, rt.dtype, rt.input_ids, ref, nano_index(records, rec.records))
     payload: dict[str, Any] = {
         "meta": _meta(opts, rt, rec, ref, key, compiled, while_recording, bool(torch.equal(plain, traced)),
                       save, progress.timings),

@@ -376,6 +376,22 @@ class HfRunnerUpJson(TypedDict):
 
 
 @with_config(OPEN)
+class HfNanoJson(TypedDict):
+    """The nano-vllm line whose tensor was identified as the same math variable as an HF row's, and the
+    measured distance between the two tensors (in the coarser dtype of the two)."""
+
+    file: str
+    line: LineNo
+    var: str
+    layer: Count | None
+    max_abs: Real
+    max_ulps: Real
+    scale_ulps: NotRequired[Real]
+    rel: Real
+    dtype: str
+
+
+@with_config(OPEN)
 class HfLineJson(TypedDict):
     """One (line, layer, module, variable) of HF transformers' own run."""
 
@@ -396,6 +412,16 @@ class HfLineJson(TypedDict):
     runner_up: NotRequired[HfRunnerUpJson | None]
     rel: NotRequired[Real | None]
     ambiguous: NotRequired[list[str]]
+    # the tensor itself and nano-vllm's tensor of the same math variable (annotate/trace/hf_lines.py
+    # tensor_fields, nano_peer); absent in traces recorded before them: the HF panel says so
+    match_layer: NotRequired[Count | None]
+    shape: NotRequired[list[Count]]
+    dtype: NotRequired[str]
+    norm: NotRequired[Real]
+    mean: NotRequired[Real]
+    absmax: NotRequired[Real]
+    head: NotRequired[list[Real]]
+    nano: NotRequired[HfNanoJson | None]
 
 
 @with_config(OPEN)

@@ -371,6 +371,8 @@
                "上游 upstream: " + (up ? up.href : "本地独有，无上游链接 local-only: no upstream permalink")];
       var tex = math && math.querySelector(".katex[aria-label]");
       if (tex) parts.push("公式 formula (TeX): " + tex.getAttribute("aria-label"));
+    } else if (kind === "text") {   // a value cited in prose (lesson_values.py): its citation is built with the page
+      parts = [button.closest("[data-cite-text]").getAttribute("data-cite-text")];
     } else if (kind === "range") {
       parts = citeLines(+button.getAttribute("data-start"), +button.getAttribute("data-end"));
     } else {
