@@ -325,7 +325,8 @@ def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Pat
             const xs = Array.from(document.querySelectorAll('svg.an-flow line[x1]'), l => l.getBoundingClientRect().x);
             return [Math.min(...xs) >= f.left, Math.max(...xs) <= f.right]; }""")
         assert lanes == [True, True], "both lanes in view"
-        for img in ("norms.svg", "hf-diff.svg"):                              # plots at their own size, scrolled
+        dark = "-dark" if scheme == "dark" else ""                             # the scheme's own rendering
+        for img in (f"norms{dark}.svg", f"hf-diff{dark}.svg"):                # plots at their own size, scrolled
             w = v.page.eval_on_selector(f"img[src='{img}']", "i => [i.getBoundingClientRect().width, i.naturalWidth]")
             assert w[0] >= w[1] - 1
         v.page.locator("svg.an-flow").scroll_into_view_if_needed()
