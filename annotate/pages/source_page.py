@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
 from annotate.pages.extras import LineExtras
+from annotate.render.katex import display_parts
 from annotate.pages.highlight import highlight_lines, wrap_points
 from annotate.safe_html import prose
 from annotate.source import SourceFile
@@ -53,13 +54,19 @@ _MATHML = re.compile(r'<span class="katex-mathml">.*?</math></span>', re.S)
 def lean_math(math: MathFn) -> MathFn:
     """KaTeX output without its hidden MathML copy: the page's math weighs a third less.
 
-    The TeX becomes the formula's accessible name (``role="img" aria-label``), which annotate.js
+    The TeX becomes the formula's accessible name (``role="img" aria-label``; each statement its own when the
+    formula is set as parts, see annotate.render.katex.display_parts), which annotate.js
     puts on the clipboard puts it on the clipboard when a reader copies a selection with math in it."""
     def render(tex: str, display: bool) -> str:
-        out = _MATHML.sub("", math(tex, display), count=1)
-        attrs = f'role="img" aria-label="{html.escape(tex)}"'
-        out = out.replace('<span class="katex-html" aria-hidden="true">', '<span class="katex-html">', 1)
-        return out.replace('<span class="katex">', f'<span class="katex" {attrs}>', 1)
+        out = math(tex, display)
+        parts = display_parts(tex) if display else [tex]   # a formula set as parts: each names its own TeX
+        if out.count('<span class="katex">') != len(parts):
+            parts = [tex]
+        out = _MATHML.sub("", out, count=len(parts))
+        out = out.replace('<span class="katex-html" aria-hidden="true">', '<span class="katex-html">', len(parts))
+        for part in parts:
+            out = out.replace('<span class="katex">', f'<span class="katex" role="img" aria-label="{html.escape(part)}">', 1)
+        return out
     return render
 
 
