@@ -56,11 +56,13 @@ build: install vendor
 serve: install vendor
 	$(BIN)/annotate serve
 
-## browser: Debian's Chromium for the page tests (tools that download their own browser fail here)
+## browser: Debian's Chromium for the page tests (tools that download their own browser fail here), and the
+## CJK fonts a Chinese reader has (fonts-noto-cjk): without them every Chinese character is a box of
+## another width and the layout tests would measure a page no reader sees (they check a CJK font is used)
+APT_GET := $$(if [ "$$(id -u)" = 0 ]; then echo apt-get; else echo sudo apt-get; fi)
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
-	  else sudo apt-get update -q && sudo apt-get install -y -q chromium; fi; }
+	@command -v chromium >/dev/null 2>&1 || { $(APT_GET) update -q && $(APT_GET) install -y -q chromium; }
+	@test -n "$$(fc-list :lang=zh 2>/dev/null)" || { $(APT_GET) update -q && $(APT_GET) install -y -q fonts-noto-cjk; }
 
 bench: install vendor
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done

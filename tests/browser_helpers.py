@@ -52,3 +52,64 @@ def visiting(browser, site: Path, viewport: dict, scheme: str = "light", clipboa
         yield v
     finally:
         v.close()
+
+
+# Whether the page's own font stack draws Chinese with a real CJK font: two different characters drawn
+# pixel for pixel alike are both the "missing glyph" box (a machine without fonts-noto-cjk), and a real
+# CJK glyph is full width (about 1 em). Layout measured with boxes of another width would be a page no
+# reader sees.
+CJK_FONT_JS = """() => {
+  const family = getComputedStyle(document.body).fontFamily, size = 40;
+  const canvas = document.createElement('canvas'); canvas.width = canvas.height = 64;
+  const g = canvas.getContext('2d');
+  const draw = ch => { g.clearRect(0, 0, 64, 64); g.font = size + 'px ' + family; g.textBaseline = 'top';
+    g.fillText(ch, 4, 4); return [g.measureText(ch).width / size, g.getImageData(0, 0, 64, 64).data.join()]; };
+  const [zhong, a] = draw('中'), [guo, b] = draw('国');
+  return {family, em: [zhong, guo], distinct: a !== b};
+}"""
+
+
+def assert_cjk_font(page) -> None:
+    """Fail unless Chinese text on ``page`` is drawn with a real CJK font (run `make browser`)."""
+    found = page.evaluate(CJK_FONT_JS)
+    ok = found["distinct"] and all(0.85 <= w <= 1.15 for w in found["em"])
+    assert ok, f"no CJK font draws Chinese here ({found}): run `make browser` (installs fonts-noto-cjk)"
+
+
+# WCAG contrast of a text element against what is painted behind it (alpha layers composited)
+CONTRAST_JS = """el => {
+  const rgba = s => { const m = s.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
+  const over = (top, bottom) => [0, 1, 2].map(i => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgba(getComputedStyle(e).backgroundColor);
+    if (c[3] > 0) layers.push(c);
+    if (c[3] >= 1) break;
+  }
+  let bg = [255, 255, 255, 1];
+  for (let i = layers.length - 1; i >= 0; i--) bg = over(layers[i], bg);
+  const fg = over(rgba(getComputedStyle(el).color), bg);
+  const lum = c => { const v = c.slice(0, 3).map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
+                     return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+  const a = lum(fg), b = lum(bg);
+  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+}"""
+
+# Every visible element of the article that holds text of its own, with its WCAG contrast and whether
+# it is code (a token of a source line or code block) or a ≡ identity (both need 7:1), else 4.5:1.
+CONTRAST_SWEEP_JS = """() => {
+  const contrast = """ + CONTRAST_JS + """;
+  const root = document.querySelector('article') || document.body, out = [];
+  for (const el of root.querySelectorAll('*')) {
+    if (el.closest('.katex-mathml, svg, [aria-hidden="true"]') || !el.getClientRects().length) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+    if (!own) continue;
+    const st = getComputedStyle(el);
+    if (st.visibility === 'hidden' || +st.opacity === 0) continue;
+    const code = !!el.closest('.an-code, pre code, .an-id');
+    const cls = typeof el.className === 'string' && el.className.trim() ? '.' + el.className.trim().split(/\\s+/).join('.') : '';
+    out.push({what: el.tagName.toLowerCase() + cls,
+              text: el.textContent.trim().slice(0, 30), ratio: Math.round(contrast(el) * 100) / 100, need: code ? 7 : 4.5});
+  }
+  return out;
+}"""

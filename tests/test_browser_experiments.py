@@ -68,7 +68,7 @@ def test_experiment_page_shows_the_edit_and_the_verdict(browser, lab_site: Path,
         # the MLP identity broke from layer 0 (found from the data), x₁ still held in layer 0
         assert v.page.locator('.an-exp-fate[data-key="mlp"]').get_attribute("data-state") == "broken"
         assert "0" in v.page.locator('.an-exp-fate[data-key="x1"] td').nth(2).inner_text()
-        assert v.page.locator("img[src$='.svg']").evaluate("img => img.complete && img.naturalWidth > 0")
+        assert v.page.locator("img[src$='.svg']:visible").evaluate("img => img.complete && img.naturalWidth > 0")
         assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
         v.shot(artifacts, f"experiment-{NAME}-{viewport['width']}")
         link = v.page.locator(".an-exp-edit a").first

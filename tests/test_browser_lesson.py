@@ -118,3 +118,25 @@ def test_every_reference_on_the_lesson_is_rendered(page) -> None:
     text = page.locator("article").text_content() or ""
     assert "[[" not in text, text[text.find("[["):text.find("[[") + 120]
     assert page.locator('article a[href*="source/nanovllm/"]').count() >= 30
+
+
+@pytest.mark.parametrize("stored", ['"abc"', "42", "[1, 2]", "null", "{broken", '{"fusion": 3}'],
+                         ids=["string", "number", "array", "null", "not-json", "number-inside"])
+def test_self_assessment_recovers_from_a_foreign_stored_value(page, stored: str) -> None:
+    """A stored value this script did not write (string, number, array, …) is reset with a word, never
+    thrown on, and a later choice is really saved before the box says so."""
+    if page.locator('script[src$="js/lesson.js"]').count() == 0:
+        pytest.skip("docs/js/lesson.js is not loaded")
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    key = page.locator(".an-selfassess").get_attribute("data-store")
+    page.evaluate("([key, value]) => localStorage.setItem(key, value)", [key, stored])
+    page.reload()
+    page.wait_for_load_state("load")
+    status = page.locator(".an-selfassess-status")
+    assert "已重置" in status.inner_text() and "reset" in status.inner_text()
+    assert page.evaluate("key => localStorage.getItem(key)", key) is None
+    page.locator('input[name="sa-fusion"][value="2"]').check()
+    assert "已保存" in status.inner_text()
+    assert page.evaluate("key => JSON.parse(localStorage.getItem(key))", key) == {"fusion": "2"}
+    assert errors == []

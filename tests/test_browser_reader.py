@@ -18,7 +18,7 @@ from annotate.pages.tracefmt import num, sup_label
 from annotate.trace.store import find_traces, load_trace
 from annotate.vendoring.lock import read_lock
 
-from browser_helpers import PHONE, Visit, visiting
+from browser_helpers import CONTRAST_JS, PHONE, Visit, visiting
 
 pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]
 pytestmark = pytest.mark.browser
@@ -29,26 +29,6 @@ QWEN3 = "nanovllm/models/qwen3.py"
 PAGE = f"source/{QWEN3}.html"
 WIDE = {"width": 1400, "height": 1000}
 SCHEMES = ("light", "dark")
-
-# WCAG contrast of a text element against what is painted behind it (alpha layers composited)
-CONTRAST_JS = """el => {
-  const rgba = s => { const m = s.match(/[\\d.]+/g).map(Number); return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1]; };
-  const over = (top, bottom) => [0, 1, 2].map(i => top[i] * top[3] + bottom[i] * (1 - top[3])).concat([1]);
-  const layers = [];
-  for (let e = el; e; e = e.parentElement) {
-    const c = rgba(getComputedStyle(e).backgroundColor);
-    if (c[3] > 0) layers.push(c);
-    if (c[3] >= 1) break;
-  }
-  let bg = [255, 255, 255, 1];
-  for (let i = layers.length - 1; i >= 0; i--) bg = over(layers[i], bg);
-  const fg = over(rgba(getComputedStyle(el).color), bg);
-  const lum = c => { const v = c.slice(0, 3).map(x => { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); });
-                     return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
-  const a = lum(fg), b = lum(bg);
-  return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
-}"""
-
 
 @pytest.fixture
 def reader(browser, traced_site: Path) -> Iterator[Visit]:
@@ -346,7 +326,8 @@ def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Pat
             const xs = Array.from(document.querySelectorAll('svg.an-flow line[x1]'), l => l.getBoundingClientRect().x);
             return [Math.min(...xs) >= f.left, Math.max(...xs) <= f.right]; }""")
         assert lanes == [True, True], "both lanes in view"
-        for img in ("norms.svg", "hf-diff.svg"):                              # plots at their own size, scrolled
+        dark = "-dark" if scheme == "dark" else ""                             # the scheme's own rendering
+        for img in (f"norms{dark}.svg", f"hf-diff{dark}.svg"):                # plots at their own size, scrolled
             w = v.page.eval_on_selector(f"img[src='{img}']", "i => [i.getBoundingClientRect().width, i.naturalWidth]")
             assert w[0] >= w[1] - 1
         v.page.locator("svg.an-flow").scroll_into_view_if_needed()

@@ -7,7 +7,7 @@ import pytest
 
 from annotate.errors import UserError
 from annotate.render.assets import SHIM_URI, site_assets
-from annotate.render.katex import Katex, MathError, katex_dir
+from annotate.render.katex import Katex, MathError, display_parts, katex_dir
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,3 +60,22 @@ def test_site_assets_are_local_files() -> None:
     assert files["assets/katex/katex.min.css"].is_file() and files[SHIM_URI].is_file()
     fonts = [uri for uri in files if uri.startswith("assets/katex/fonts/")]
     assert "assets/katex/fonts/KaTeX_Main-Regular.woff2" in fonts and all(f.endswith(".woff2") for f in fonts)
+
+
+def test_side_by_side_statements_are_cut_at_their_top_level_gap() -> None:
+    """`\\qquad` between two statements is where a phone may stack them; inside braces, `\\left…\\right`
+    or an environment it is spacing and stays."""
+    assert display_parts(r"f(x) = \frac{a}{b}, \qquad \gamma \in \mathbb{R}^{H}.") == [
+        r"f(x) = \frac{a}{b},", r"\gamma \in \mathbb{R}^{H}."]
+    for whole in (r"\left( a \qquad b \right)", r"\begin{aligned} a &\qquad b \end{aligned}", r"{a \qquad b}",
+                  r"a \qquadx", r"a \qquad", r"a \leftarrow b"):
+        assert display_parts(whole) == [whole], whole
+    assert display_parts(r"a \leftarrow b \qquad c") == [r"a \leftarrow b", "c"]
+
+
+def test_a_display_formula_of_two_statements_renders_as_two_that_wrap(katex: Katex) -> None:
+    html = katex.render(r"y = x^2, \qquad x \in \mathbb{R}", display=True)
+    assert html.startswith('<span class="an-math-parts">') and html.count('class="katex-display"') == 2
+    assert katex.render(r"y = x^2", display=True).count('class="katex-display"') == 1
+    with pytest.raises(MathError):                                  # a broken part: KaTeX's word on the whole
+        katex.render(r"y = \nope, \qquad x", display=True)

@@ -194,3 +194,20 @@ def test_every_upstream_url_on_every_page_is_at_the_pin_with_the_repository_path
     # the script's citations append `#L…` to `upstream.file` (checked above, in each page's data): it builds no URL
     script = (REPO / "docs/assets/annotate.js").read_text(encoding="utf-8")
     assert "/blob/" not in script and "up.file +" in script
+
+
+def test_lean_math_strips_every_mathml_copy_and_names_each_statement() -> None:
+    """A formula set as parts (katex.display_parts) keeps no hidden MathML in any part (search would index
+    raw TeX), and each part's accessible name is its own statement's TeX (what a copied selection gets)."""
+    from annotate.pages.source_page import lean_math
+    from annotate.render.katex import Katex
+
+    katex = Katex(Path(__file__).resolve().parents[1])
+    try:
+        out = lean_math(katex.render)(r"y = \mathrm{e}^x, \qquad x \in \mathbb{R}", True)
+        one = lean_math(katex.render)(r"y = \mathrm{e}^x", True)
+    finally:
+        katex.close()
+    assert "katex-mathml" not in out and "<annotation" not in out and out.count('class="katex-display"') == 2
+    assert re.findall(r'aria-label="([^"]*)"', out) == [html.escape(r"y = \mathrm{e}^x,"), html.escape(r"x \in \mathbb{R}")]
+    assert re.findall(r'aria-label="([^"]*)"', one) == [html.escape(r"y = \mathrm{e}^x")] and "katex-mathml" not in one

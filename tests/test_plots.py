@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from annotate.pages.plots import hf_diff_svg, norms_svg, series
+from annotate.pages.plots import DARK, LIGHT, figure_html, hf_diff_svg, norms_svg, series
 from values_fixtures import mini
 
 
@@ -27,3 +27,41 @@ def test_svgs_are_deterministic_and_self_contained() -> None:
         assert a == b and a.startswith("<svg")
         assert "<text" not in a and "@font-face" not in a and "<metadata" not in a
         assert not re.search(r'(href="|url\()(https?:)?//', a)
+
+
+
+def _luminance(hex_colour: str) -> float:
+    rgb = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def test_each_scheme_has_its_own_transparent_rendering() -> None:
+    """No white box in dark mode: both renderings are transparent, and each draws its text and axes in a
+    colour that reads on its scheme's page (>= 7:1), its lines >= 3:1."""
+    trace = mini()
+    for make in (norms_svg, hf_diff_svg):
+        light, dark = make(trace, LIGHT), make(trace, DARK)
+        assert light != dark
+        for theme, svg in ((LIGHT, light), (DARK, dark)):
+            fills = set(re.findall(r"fill: ?(#[0-9a-f]{6})", svg))
+            for patch in ("patch_1", "patch_2"):                       # the figure's and the axes' background
+                style = re.search(rf'<g id="{patch}">\s*<path[^>]*style="([^"]*)"', svg)
+                assert style and style.group(1).startswith("fill: none"), (theme.name, patch)
+            assert theme.fg in fills                                   # the text (paths) in the theme's colour
+            assert _contrast(theme.fg, theme.page) >= 7
+            assert all(_contrast(c, theme.page) >= 3 for c in theme.lines), theme
+            other = DARK if theme is LIGHT else LIGHT
+            assert other.fg not in fills
+
+
+def test_a_figure_names_itself_in_chinese_then_english_and_escapes() -> None:
+    html = figure_html("norms.svg", 'a "b" <c>', 640, "范数 <x>", "norm & more")
+    assert '<img class="an-plot-light" src="norms.svg"' in html and 'src="norms-dark.svg"' in html
+    assert "范数 &lt;x&gt;" in html and "norm &amp; more" in html and 'alt="a &quot;b&quot; &lt;c&gt;"' in html
+    assert html.index("范数") < html.index("norm &amp;")

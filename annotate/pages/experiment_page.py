@@ -9,6 +9,7 @@ the single statements the experiment file cites.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from annotate.errors import UserError
 from annotate.links import page_url
 from annotate.pages.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
 from annotate.pages.lab_page import lab_pages
+from annotate.pages.plots import LIGHT, Theme, figure_html, themed_files
 from annotate.pages.tracefmt import esc, num
 from annotate.pages.values import compare_anchor
 from annotate.project import Project
@@ -66,7 +68,8 @@ def experiment_pages(root: Path, sources: Mapping[str, SourceFile]) -> Experimen
             comparison = None
         uri = page_uri(experiment.name)
         if comparison is not None:
-            out.files[f"{FOLDER}/{experiment.name}.svg"] = experiment_norms_svg(comparison)
+            out.files.update(themed_files(f"{FOLDER}/{experiment.name}.svg",
+                                          functools.partial(experiment_norms_svg, comparison)))
         out.pages[uri] = render(experiment, lines, comparison, uri)
     out.pages[EXPERIMENTS_INDEX] = index(found, root)
     out.pages.update(lab_pages(root, found))   # 本地实验 · On your own GPU, and the route
@@ -133,8 +136,9 @@ def render(experiment: ex.Experiment, lines: list[int | None], comparison: Exper
               f"实验 experiment：<code>{TRACES}/{esc(experiment.name)}</code>。" + _final(comparison) + "\n",
               "## 恒等式 · Identities\n", _fates(comparison),
               "## ‖residual‖ 与 ‖hidden_states‖ · over layers\n",
-              f'<div class="an-figure"><img src="{esc(experiment.name)}.svg" '
-              f'alt="norm of residual and hidden_states per layer, baseline vs experiment" width="640"></div>\n',
+              figure_html(f"{experiment.name}.svg", "norm of residual and hidden_states per layer, baseline vs experiment",
+                          640, f"基线（实线）与实验（虚线）逐层的范数 ‖·‖₂，{comparison.dtype}",
+                          f"per-layer norm ‖·‖₂, baseline (solid) vs experiment (dashed), {comparison.dtype}") + "\n",
               "## 逐行对照 · Line by line\n", _rows(comparison, uri)]
     return "\n".join(parts)
 
@@ -217,21 +221,20 @@ def _row(r: ComparedRow, uri: str, anchored: set[str]) -> str:
             f"<td>{esc(_ids(r.base_ids))}</td><td>{esc(_ids(r.exp_ids))}</td></tr>")
 
 
-def experiment_norms_svg(c: ExperimentComparison) -> str:
+def experiment_norms_svg(c: ExperimentComparison, theme: Theme = LIGHT) -> str:
     """‖residual‖ and ‖hidden_states‖ leaving each layer, baseline (solid) vs experiment (dashed)."""
     from annotate.pages.plots import _figure, _svg
 
-    fig, ax = _figure()
+    fig, ax = _figure(theme)
     for name, marker in zip(PLOTTED, "os"):
         base, exp = c.norms[name]
         xs = list(range(len(base)))
         ax.plot(xs, base, marker=marker, label=f"{name} baseline")
         ax.plot(xs, exp, marker=marker, linestyle="--", label=f"{name} experiment")
-    ax.set_xlabel("layer ℓ")
+    ax.set_xlabel("ℓ")
     ax.set_ylabel("‖·‖₂")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    ax.set_title(f"{c.experiment.get('name', '')}: baseline vs experiment, {c.dtype}", fontsize=9)
     return _svg(fig)
 
 

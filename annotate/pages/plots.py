@@ -6,15 +6,20 @@
   normalised outputs (RMSNorm₁, RMSNorm₂): max |Δ| in ulps at the tensor's scale, and the
   element-wise max ulps (which a sign flip near zero makes huge), from the identities.
 
-Both read the data through :func:`series`, which the numerics page shares.
+Both read the data through :func:`series`, which the numerics page shares. Each plot is drawn twice, once
+per colour scheme of the site (:data:`THEMES`: dark text on the light page, light text on the dark one),
+on a transparent background; :func:`figure_html` shows the one that matches the page's scheme. Titles
+and axis names are the page's (Chinese with English beside), not drawn into the SVG, whose text is paths
+in a font without Chinese.
 """
 from __future__ import annotations
 
 import io
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
+from annotate.pages.tracefmt import esc
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, Trace
 
 NORM_KEYS = (("x", "x⁽ℓ⁾"), ("x1", "x₁⁽ℓ⁾"), ("x2", "x₂⁽ℓ⁾"))
@@ -60,60 +65,114 @@ def series(trace: Trace, key: str) -> list[Point]:
     return sorted(out, key=lambda p: p.layer)
 
 
-def _figure(width: float = 6.4, height: float = 3.4, ncols: int = 1):
-    """A new figure (Agg backend, text drawn as paths, fixed ids) and its axes."""
+@dataclass(frozen=True)
+class Theme:
+    """Colours of one rendering of a plot: for the site's light (`default`) or dark (`slate`) scheme."""
+
+    name: str
+    suffix: str          # added to the file name: norms.svg, norms-dark.svg
+    fg: str              # text, axes, ticks (>= 7:1 on `page`)
+    page: str            # the scheme's page background, behind the transparent plot (legend box)
+    lines: tuple[str, ...]
+
+
+LIGHT = Theme("light", "", "#1f2328", "#ffffff", ("#1f62a8", "#b34f00", "#1e7b30", "#b3261e"))
+DARK = Theme("dark", "-dark", "#e3e5ea", "#1e2129", ("#8ab4f8", "#ffb870", "#8fd19e", "#f6928a"))
+THEMES = (LIGHT, DARK)
+
+
+def themed_path(path: str, theme: Theme) -> str:
+    """`trace/norms.svg` for the light theme, `trace/norms-dark.svg` for the dark one."""
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}{theme.suffix}{dot}{ext}"
+
+
+def themed_files(path: str, draw: Callable[[Theme], str]) -> dict[str, str]:
+    """Site path -> SVG text of one plot in every theme (what :func:`figure_html` refers to)."""
+    return {themed_path(path, theme): draw(theme) for theme in THEMES}
+
+
+def figure_html(src: str, alt: str, width: int, zh: str, en: str) -> str:
+    """A plot's figure: the bilingual title, and one image per theme (CSS shows the page scheme's one)."""
+    imgs = "".join(f'<img class="an-plot-{t.name}" src="{esc(themed_path(src, t))}" alt="{esc(alt)}" width="{width}">'
+                   for t in THEMES)
+    return (f'<figure class="an-figure an-plot"><figcaption class="an-plot-title">{esc(zh)} '
+            f'<span lang="en">{esc(en)}</span></figcaption>{imgs}</figure>')
+
+
+def _figure(theme: Theme = LIGHT, width: float = 6.4, height: float = 3.4, ncols: int = 1):
+    """A new figure in ``theme``'s colours (Agg backend, text drawn as paths, fixed ids) and its axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from cycler import cycler
 
-    plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "annotate", "font.size": 9})
+    plt.rcParams.update({"svg.fonttype": "path", "svg.hashsalt": "annotate", "font.size": 9,
+                         "text.color": theme.fg, "axes.labelcolor": theme.fg, "axes.edgecolor": theme.fg,
+                         "xtick.color": theme.fg, "ytick.color": theme.fg, "grid.color": theme.fg,
+                         "axes.facecolor": "none", "figure.facecolor": "none",
+                         "legend.facecolor": theme.page, "legend.edgecolor": theme.fg,
+                         "axes.prop_cycle": cycler(color=list(theme.lines))})
     return plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
 
 
 def _svg(fig) -> str:
-    """The figure as SVG text, deterministic (no date, fixed ids), without the XML prolog."""
+    """The figure as SVG text on a transparent background, deterministic (no date, fixed ids), no XML prolog."""
     import matplotlib.pyplot as plt
 
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, facecolor="white")
+    fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, transparent=True)
     plt.close(fig)
     text = re.sub(r"\s*<metadata>.*?</metadata>", "", buf.getvalue(), flags=re.S)
     return text[text.index("<svg"):]
 
 
-def norms_svg(trace: Trace) -> str:
-    """‖x‖, ‖x₁‖, ‖x₂‖ per layer (L2 norm over all tokens and channels, float32)."""
-    fig, ax = _figure()
+def norms_svg(trace: Trace, theme: Theme = LIGHT) -> str:
+    """‖x‖, ‖x₁‖, ‖x₂‖ per layer (L2 norm over all tokens and channels, float32); title on the page."""
+    fig, ax = _figure(theme)
     for (key, name), marker in zip(NORM_KEYS, "os^"):
         pts = series(trace, key)
         ax.plot([p.layer for p in pts], [p.norm for p in pts], marker=marker, label=name)
-    ax.set_xlabel("layer ℓ")
+    ax.set_xlabel("ℓ")
     ax.set_ylabel("‖·‖₂")
     ax.set_xticks(trace.layers())
     ax.grid(alpha=0.3)
     ax.legend()
-    ax.set_title(f"residual stream norm — {trace.meta['model']['name']}, {trace.meta['dtype']}, "
-                 f"{trace.meta['input']['tokens']} tokens", fontsize=9)
     return _svg(fig)
 
 
-def hf_diff_svg(trace: Trace) -> str:
+def norms_title(trace: Trace) -> tuple[str, str]:
+    """The norms plot's title, Chinese and English."""
+    m = trace.meta
+    where = f"{m['model']['name']}, {m['dtype']}, {m['input']['tokens']} tokens"
+    return (f"残差流的范数 ‖·‖₂ 随层 ℓ 的变化（{m['model']['name']}，{m['dtype']}，{m['input']['tokens']} 个 token）",
+            f"residual stream norm ‖·‖₂ across layers ℓ — {where}")
+
+
+def hf_diff_svg(trace: Trace, theme: Theme = LIGHT) -> str:
     """nano-vllm vs HF per layer: max |Δ| in ulps at scale (left) and element-wise max ulps (right, log)."""
-    fig, (left, right) = _figure(7.2, 3.4, ncols=2)
+    fig, (left, right) = _figure(theme, 7.2, 3.4, ncols=2)
     for (key, name), marker in zip(DIFF_KEYS, "osD^"):
         pts = series(trace, key)
         xs = [p.layer for p in pts]
         left.plot(xs, [p.scale_ulps for p in pts], marker=marker, label=name)
         right.plot(xs, [max(p.max_ulps, 0.5) for p in pts], marker=marker, label=name)
-    left.set_title("max |Δ| in ulps of the tensor's largest value", fontsize=9)
-    right.set_title("element-wise max ulps (log)", fontsize=9)
+    left.set_title("(a)", fontsize=9)
+    right.set_title("(b) log", fontsize=9)
     right.set_yscale("log")
     for ax in (left, right):
-        ax.set_xlabel("layer ℓ")
+        ax.set_xlabel("ℓ")
         ax.set_xticks(trace.layers())
         ax.grid(alpha=0.3)
     left.set_ylabel("ulps")
     left.legend(fontsize=8)
-    fig.suptitle(f"nano-vllm vs HF transformers — {trace.meta['dtype']}", fontsize=9)
     return _svg(fig)
+
+
+def hf_diff_title(trace: Trace) -> tuple[str, str]:
+    """The HF-difference plot's title, Chinese and English."""
+    dtype = trace.meta["dtype"]
+    return (f"nano-vllm 与 HF transformers 逐层之差（{dtype}）：(a) 以张量最大值的 ulp 计的 max |Δ|；(b) 逐元素最大 ulp（对数轴）",
+            f"nano-vllm vs HF transformers per layer ({dtype}): (a) max |Δ| in ulps of the tensor's largest value; "
+            "(b) element-wise max ulps (log)")

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
 from annotate.pages.extras import LineExtras
 from annotate.tex_text import tex_text
+from annotate.render.katex import display_parts
 from annotate.pages.highlight import highlight_lines, wrap_points
 from annotate.safe_html import prose
 from annotate.framework_map import FRAMEWORKS
@@ -61,19 +62,24 @@ _MATHML = re.compile(r'<span class="katex-mathml">.*?</math></span>', re.S)
 def lean_math(math: MathFn) -> MathFn:
     """KaTeX output without its hidden MathML copy: the page's math weighs a third less.
 
-    The TeX becomes the formula's accessible name (``role="img" aria-label``), which annotate.js
-    puts on the clipboard when a reader copies a selection with math in it. The search index reads
-    the formula as Unicode text (``10⁻⁶``, ``ℝ^(F×H)``, :mod:`annotate.tex_text`) from a hidden span
-    beside it: KaTeX's boxes read as text flatten it (``10−6``, ``RF×H``), so they are kept out of
-    the index by a wrapper Material's parser skips (``data-search-exclude``; an element of its own tag,
-    ``<an-formula>``: the parser ends a skip at the first closing tag of the same name, and KaTeX is spans
-    within spans). Both are gone from the written page (the index is made before the page is written:
+    The TeX becomes the formula's accessible name (``role="img" aria-label``; each statement its own when the
+    formula is set as parts, see annotate.render.katex.display_parts), which annotate.js puts on the
+    clipboard when a reader copies a selection with math in it. The search index reads the formula as
+    Unicode text (``10⁻⁶``, ``ℝ^(F×H)``, :mod:`annotate.tex_text`) from a hidden span beside it: KaTeX's
+    boxes read as text flatten it (``10−6``, ``RF×H``), so they are kept out of the index by a wrapper
+    Material's parser skips (``data-search-exclude``; an element of its own tag, ``<an-formula>``: the
+    parser ends a skip at the first closing tag of the same name, and KaTeX is spans within spans). Both
+    are gone from the written page (the index is made before the page is written:
     annotate.search_index.strip_search_only), so the page weighs what it did."""
     def render(tex: str, display: bool) -> str:
-        out = _MATHML.sub("", math(tex, display), count=1)
-        attrs = f'role="img" aria-label="{html.escape(tex)}"'
-        out = out.replace('<span class="katex-html" aria-hidden="true">', '<span class="katex-html">', 1)
-        out = out.replace('<span class="katex">', f'<span class="katex" {attrs}>', 1)
+        out = math(tex, display)
+        parts = display_parts(tex) if display else [tex]   # a formula set as parts: each names its own TeX
+        if out.count('<span class="katex">') != len(parts):
+            parts = [tex]
+        out = _MATHML.sub("", out, count=len(parts))
+        out = out.replace('<span class="katex-html" aria-hidden="true">', '<span class="katex-html">', len(parts))
+        for part in parts:
+            out = out.replace('<span class="katex">', f'<span class="katex" role="img" aria-label="{html.escape(part)}">', 1)
         return (f'<an-formula data-search-exclude>{out}</an-formula>'
                 f'<span class="an-tex-text" hidden>{html.escape(tex_text(tex))}</span>')
     return render

@@ -47,8 +47,8 @@ def trace_pages(traces: TraceSet, sources: Mapping[str, SourceFile], files: Mapp
             out.pages[uri] = _empty(traces, title)
         out.pages[tp_page.TP_URI] = tp_page.render(traces, _href(tp_page.TP_URI))
         return out
-    out.files[NORMS_SVG] = plots.norms_svg(view.trace)
-    out.files[HF_SVG] = plots.hf_diff_svg(view.trace)
+    out.files.update(plots.themed_files(NORMS_SVG, lambda theme: plots.norms_svg(view.trace, theme)))
+    out.files.update(plots.themed_files(HF_SVG, lambda theme: plots.hf_diff_svg(view.trace, theme)))
     out.pages[INDEX] = overview(view, traces)
     out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI))
     out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), files)
@@ -88,11 +88,13 @@ def overview(view: TraceView, traces: TraceSet) -> str:
         "nano-vllm 里被识别为 $x^{(\\ell)}$、$x_1^{(\\ell)}$、$x_2^{(\\ell)}$ 的张量的 L2 范数（所有 token 和通道）。"
         " L2 norm (all tokens and channels) of the nano-vllm tensors identified as $x^{(\\ell)}$, "
         "$x_1^{(\\ell)}$, $x_2^{(\\ell)}$.\n\n"
-        f'<div class="an-figure"><img src="norms.svg" alt="norm of x, x1, x2 across layers" width="640"></div>\n\n'
+        + plots.figure_html("norms.svg", "norm of x, x1, x2 across layers", 640, *plots.norms_title(view.trace))
+        + "\n\n"
         "## 与 HF transformers 的差别 Difference to HF transformers\n\n"
         "每层的残差（$x$、$x_1$）和归一化输出（RMSNorm₁、RMSNorm₂）与 HF 的距离：左图是以张量最大值的 ulp 计的 max |Δ|，"
         "右图是逐元素的最大 ulp（零附近变号会让它很大）。详见[数值](numerics.md)。"
         " Per layer, the residuals ($x$, $x_1$) and the normalised outputs (RMSNorm₁, RMSNorm₂) against HF: left, "
         "max |Δ| in ulps of the tensor's largest value; right, the element-wise max ulps (a sign flip near zero "
         "makes it large). See [Numerics](numerics.md).\n\n"
-        f'<div class="an-figure"><img src="hf-diff.svg" alt="nano-vllm vs HF per layer, in ulps" width="720"></div>\n')
+        + plots.figure_html("hf-diff.svg", "nano-vllm vs HF per layer, in ulps", 720, *plots.hf_diff_title(view.trace))
+        + "\n")

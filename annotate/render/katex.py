@@ -27,6 +27,49 @@ class MathError(ValueError):
     """KaTeX could not parse a formula; the message is KaTeX's own."""
 
 
+QQUAD = "\\qquad"
+OPENERS = ("{", "\\left", "\\begin")
+CLOSERS = ("}", "\\right", "\\end")
+
+
+def display_parts(tex: str) -> list[str]:
+    """A display formula cut at its top-level ``\\qquad`` (outside braces, ``\\left…\\right`` and
+    environments): the statements a formula sets side by side (``RMSNorm(x) = …, \\qquad γ ∈ ℝᴴ``).
+
+    Each part is rendered as its own display formula in one wrapping row, so a phone stacks them instead
+    of hiding the second one off-screen; a formula without such a gap is one part.
+    """
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(tex):
+        if tex[i] == "\\" and i + 1 < len(tex) and not tex[i + 1].isalpha():
+            i += 2                                        # an escaped character: \{ \} \\ \,
+            continue
+        opener = next((t for t in OPENERS if _token_at(tex, i, t)), None)
+        closer = next((t for t in CLOSERS if _token_at(tex, i, t)), None)
+        if opener or closer:
+            depth += 1 if opener else -1
+            i += len(opener or closer or "")
+        elif depth == 0 and _token_at(tex, i, QQUAD):
+            parts.append(tex[start:i])
+            i += len(QQUAD)
+            start = i
+        else:
+            i += 1
+    parts.append(tex[start:])
+    parts = [p.strip() for p in parts]
+    return parts if len(parts) > 1 and all(parts) else [tex]
+
+
+def _token_at(tex: str, i: int, token: str) -> bool:
+    """Whether ``token`` starts at ``i`` as a whole: a command is not the start of a longer one (``\\leftarrow``)."""
+    return tex.startswith(token, i) and not (token[0] == "\\" and tex[i + len(token):i + len(token) + 1].isalpha())
+
+
+def join_parts(html: list[str]) -> str:
+    """The rendered parts of one display formula in one row that wraps (annotate.css `.an-math-parts`)."""
+    return html[0] if len(html) == 1 else f'<span class="an-math-parts">{"".join(html)}</span>'
+
+
 def katex_dir(root: Path) -> Path:
     """Folder of the installed KaTeX package (``$ANNOTATE_KATEX_DIR`` overrides ``node_modules/katex``)."""
     override = os.environ.get("ANNOTATE_KATEX_DIR")
@@ -47,20 +90,29 @@ class Katex:
 
     def render(self, tex: str, display: bool = False) -> str:
         """KaTeX HTML for ``tex``; raises :class:`MathError` with KaTeX's message if it cannot parse."""
+        self.prefetch([(tex, display)])
         key = (tex, display)
-        if key not in self.cache and key not in self.errors:
-            self._store(key, self._ask({"tex": tex, "display": display}))
         if key in self.errors:
             raise MathError(self.errors[key])
         return self.cache[key]
 
     def prefetch(self, formulas: list[tuple[str, bool]]) -> None:
-        """Render many formulas in one round trip (errors are kept and raised by :meth:`render`)."""
+        """Render many formulas in one round trip (errors are kept and raised by :meth:`render`).
+
+        A display formula with top-level ``\\qquad`` gaps is rendered part by part (:func:`display_parts`)
+        and kept whole when a part does not parse on its own."""
         todo = [k for k in dict.fromkeys(formulas) if k not in self.cache and k not in self.errors]
-        if todo:
-            answers = self._ask([{"tex": tex, "display": display} for tex, display in todo])
-            for key, answer in zip(todo, answers):
-                self._store(key, answer)
+        if not todo:
+            return
+        asks = {k: display_parts(k[0]) if k[1] else [k[0]] for k in todo}
+        requests = list(dict.fromkeys((part, key[1]) for key, parts in asks.items() for part in parts))
+        answers = dict(zip(requests, self._ask([{"tex": tex, "display": display} for tex, display in requests])))
+        for key, parts in asks.items():
+            got = [answers[(part, key[1])] for part in parts]
+            if len(parts) > 1 and any("error" in a for a in got):
+                got = [self._ask({"tex": key[0], "display": key[1]})]   # the whole formula: KaTeX's own message
+            self._store(key, {"error": next(a["error"] for a in got if "error" in a)} if any("error" in a for a in got)
+                        else {"html": join_parts([a["html"] for a in got])})
 
     def _store(self, key: tuple[str, bool], answer: dict) -> None:
         if "error" in answer:

@@ -14,8 +14,28 @@
     }
   }
 
+  // The stored choices, or null when what is stored is not what this script writes: a JSON object of
+  // strings. A string, a number, an array, null or broken JSON (another script, an old version, a hand
+  // edit) would otherwise swallow every later choice while the status still said "saved".
   function read(store, key) {
-    try { return JSON.parse(store.getItem(key) || "{}") || {}; } catch (e) { return {}; }
+    var raw = store.getItem(key);
+    if (raw === null) return {};
+    var value;
+    try { value = JSON.parse(raw); } catch (e) { return null; }
+    if (!value || typeof value !== "object" || Array.isArray(value)) return null;
+    var clean = {};
+    for (var k in value) {
+      if (!Object.prototype.hasOwnProperty.call(value, k)) continue;
+      if (typeof value[k] !== "string") return null;
+      clean[k] = value[k];
+    }
+    return clean;
+  }
+
+  // Writes the choices and reads them back: true only when the browser really kept them.
+  function write(store, key, saved) {
+    var text = JSON.stringify(saved);
+    try { store.setItem(key, text); return store.getItem(key) === text; } catch (e) { return false; }
   }
 
   function setStatus(box, text) {
@@ -42,15 +62,21 @@
       return;
     }
     var saved = read(store, key);
+    if (saved === null) {
+      try { store.removeItem(key); } catch (e) { /* nothing more to do */ }
+      saved = {};
+      setStatus(box, "本浏览器里保存的自评无法读取，已重置。 · The saved self-assessment was unreadable and has been reset.");
+    } else if (Object.keys(saved).length) {
+      setStatus(box, "已从本浏览器恢复。 · Restored from this browser.");
+    }
     restore(box, saved);
-    if (Object.keys(saved).length) setStatus(box, "已从本浏览器恢复。 · Restored from this browser.");
     box.addEventListener("change", function (event) {
       var input = event.target;
       var set = input.closest && input.closest("fieldset[data-key]");
       if (!set || input.type !== "radio") return;
       saved[set.getAttribute("data-key")] = input.value;
-      store.setItem(key, JSON.stringify(saved));
-      setStatus(box, "已保存在本浏览器。 · Saved in this browser.");
+      setStatus(box, write(store, key, saved) ? "已保存在本浏览器。 · Saved in this browser."
+        : "未能保存：本浏览器拒绝写入。 · Not saved: this browser refused the write.");
     });
     var clear = box.querySelector(".an-selfassess-clear");
     if (clear) clear.addEventListener("click", function () {

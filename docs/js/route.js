@@ -11,7 +11,9 @@
     } catch (e) { return null; }   // file:// or private mode may refuse: the page still works, unsaved
   }
   function read(store, key) {
-    try { return JSON.parse((store && store.getItem(key)) || "{}") || {}; } catch (e) { return {}; }
+    var v;   // only a JSON object is what these scripts write; a string, number or array reads as nothing saved
+    try { v = JSON.parse((store && store.getItem(key)) || "{}"); } catch (e) { return {}; }
+    return v && typeof v === "object" && !Array.isArray(v) ? v : {};
   }
   var WORDS = { "0": "还不行 not yet", "1": "大致可以 mostly", "2": "能讲给别人听 could teach it" };
   function init(box) {
