@@ -32,7 +32,7 @@ from mkdocs.config import config_options as opt
 from mkdocs.config.base import Config
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
-from mkdocs.plugins import BasePlugin
+from mkdocs.plugins import BasePlugin, event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
@@ -155,10 +155,16 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         """404.html: relative links, so it is styled when opened from disk too (annotate.render.offline)."""
         return offline.relative_root_links(output_content) if template_name == "404.html" else output_content
 
+    @event_priority(-110)   # after Material's offline plugin (-100) wrote search/search_index.js
     def on_post_build(self, config: MkDocsConfig) -> None:
-        """Drop Material's source maps: developer-tool files, about 1.3 MB (annotate.render.offline)."""
+        """Drop Material's source maps: developer-tool files, about 1.3 MB; load the search index on the
+        first use of search, one copy (annotate.render.offline)."""
         removed = offline.drop_source_maps(Path(config["site_dir"]))
         log.debug("dropped %d bytes of source maps", removed)
+        lazy = offline.lazy_search(Path(config["site_dir"]))
+        if lazy.bundle is None and "loader not recognised" in lazy.unchanged:
+            log.warning(lazy.unchanged)
+        log.debug("search index on first use; dropped %d bytes of its JSON copy", lazy.removed)
 
     def on_serve(self, server, config: MkDocsConfig, builder):
         for folder in self.project.watched:
