@@ -56,7 +56,7 @@ def visiting(browser, site: Path, viewport: dict, scheme: str = "light", clipboa
 
 
 #: how long a first visit is watched after `load`
-SETTLE_MS = 3000
+SETTLE_MS = 8000
 
 
 @dataclass(frozen=True)
