@@ -58,7 +58,7 @@ def options_for(experiment: experiments.Experiment, root: Path, overrides: dict[
 
 def baseline_out(opts: TraceOptions) -> Path:
     """Where `annotate trace` with these options writes: the baseline this experiment is compared with."""
-    from annotate.trace.pipeline import default_out
+    from annotate.trace.freshness import default_out
 
     return default_out(dataclasses.replace(opts, vendored=None), opts.root)
 
@@ -73,22 +73,30 @@ def record(experiment: experiments.Experiment, applied: list[experiments.Applied
 
 
 def run_experiment(req: ExperimentRequest, progress: Progress) -> Any:
-    """Apply, trace, clean up; returns the pipeline's TraceResult."""
-    from annotate.trace import runtime
-    from annotate.trace.pipeline import TraceRequest, run_trace
+    """Apply, trace, clean up; returns the pipeline's TraceResult. With --if-stale an up-to-date
+    experiment trace is found before torch is imported (annotate/trace/freshness.py), and then the
+    result is a skipped TraceResult."""
+    from annotate.trace.freshness import TraceRequest, TraceResult, up_to_date
+    from annotate.trace.options import TEMP_PREFIX, vendor_root
 
     experiment = experiments.load_experiment(req.root, req.name)
     opts = options_for(experiment, req.root, req.overrides)
-    vendor = runtime.vendor_root(req.root)
-    scratch = Path(tempfile.mkdtemp(prefix=f"{runtime.TEMP_PREFIX}exp-{os.getpid()}-"))
+    vendor = vendor_root(req.root)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}exp-{os.getpid()}-"))
     try:
         edited = scratch / vendor.name
         applied = experiments.apply(experiment, vendor, edited)
         block = record(experiment, applied, vendor, baseline_out(opts), req.root)
-        progress.say(f"[experiment] {experiment.label}: {len(applied)} edit(s) applied to a scratch copy; "
-                     f"compared with the baseline {block['baseline']}")
         trace_req = TraceRequest(dataclasses.replace(opts, vendored=edited), experiment_out(req.root, req.name),
                                  req.force, req.full_tensors, req.if_stale, experiment=block)
+        fresh = up_to_date(trace_req) if req.if_stale else None
+        if fresh is not None:
+            progress.say(f"[experiment] {experiment.label}: {fresh} is up to date; nothing to do")
+            return TraceResult(fresh, True)
+        progress.say(f"[experiment] {experiment.label}: {len(applied)} edit(s) applied to a scratch copy; "
+                     f"compared with the baseline {block['baseline']}")
+        from annotate.trace.pipeline import run_trace
+
         try:
             return run_trace(trace_req, progress)
         except (UserError, KeyboardInterrupt):

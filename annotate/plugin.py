@@ -33,7 +33,7 @@ from mkdocs.config import config_options as opt
 from mkdocs.config.base import Config
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
-from mkdocs.plugins import BasePlugin, event_priority
+from mkdocs.plugins import BasePlugin, CombinedEvent, event_priority
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
@@ -162,12 +162,22 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         return offline.relative_root_links(output_content) if template_name == "404.html" else output_content
 
     @event_priority(-50)   # after Material's search wrote its index (0), before its offline plugin copies it (-100)
-    def on_post_build(self, config: MkDocsConfig) -> None:
-        """Refine the search index (annotate.search_index: symbols and notes land on their lines); drop
-        Material's source maps: developer-tool files, about 1.3 MB (annotate.render.offline)."""
+    def _refine_search(self, config: MkDocsConfig) -> None:
+        """Refine the search index (annotate.search_index: symbols and notes land on their lines)."""
         search_index.refine_file(Path(config["site_dir"]), search_index.source_entries(self.facts))
+
+    @event_priority(-110)   # after Material's offline plugin (-100) wrote search/search_index.js
+    def _lean_site(self, config: MkDocsConfig) -> None:
+        """Drop Material's source maps: developer-tool files, about 1.3 MB; load the search index on the
+        first use of search, one copy (annotate.render.offline)."""
         removed = offline.drop_source_maps(Path(config["site_dir"]))
         log.debug("dropped %d bytes of source maps", removed)
+        lazy = offline.lazy_search(Path(config["site_dir"]))
+        if lazy.bundle is None and "loader not recognised" in lazy.unchanged:
+            log.warning(lazy.unchanged)
+        log.debug("search index on first use; dropped %d bytes of its JSON copy", lazy.removed)
+
+    on_post_build = CombinedEvent(_refine_search, _lean_site)   # two steps at two priorities around Material's
 
     def on_serve(self, server, config: MkDocsConfig, builder):
         for folder in self.project.watched:

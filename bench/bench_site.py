@@ -2,10 +2,20 @@
 
 Prints medians (no assertions). Targets from issue 3: generator < 0.3 s, build < 5 s.
 Run: .venv/bin/python bench/bench_site.py [--runs N]
+
+--make-site (issue 24): times every `--if-stale` step of `make site` (the Makefile's trace and
+experiment commands, each in a fresh process, and whether it imported torch), then `make site` twice
+in a row; the first run is a full one when the traces were stale (after a change under
+annotate/trace/, every trace and experiment is re-recorded), the second does no trace work. Rows go to
+bench/results/site.json ({"rows": [...]}) for the README's table; the ratio no-op / full is printed.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import subprocess
+import sys
 import statistics
 import tempfile
 import time
@@ -18,6 +28,9 @@ from annotate.pages.generate import generate
 from annotate.render.katex import Katex
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results" / "site.json"
+_PROBE = ("import sys, time; from annotate.cli import main; rc = main(sys.argv[1:]); "
+          "print('torch' in sys.modules); sys.exit(rc)")
 THREE = ["nanovllm/layers/layernorm.py", "nanovllm/layers/activation.py", "nanovllm/models/qwen3.py"]
 
 
@@ -61,10 +74,63 @@ def build_times(runs: int) -> list[float]:
     return out
 
 
+def stale_steps() -> list[list[str]]:
+    """The `--if-stale` commands `make site` runs, read from the Makefile (annotate's arguments)."""
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8").replace("$(TRACE)", "traces/cpu")
+    steps = [line.split("$(BIN)/annotate", 1)[1].split() for line in makefile.splitlines()
+             if "$(BIN)/annotate trace" in line and "--if-stale" in line]
+    names = sorted(p.stem for p in (ROOT / "experiments").glob("*.yml"))
+    return steps + [["experiment", name, "--if-stale"] for name in names]
+
+
+def check_rows() -> list[dict]:
+    """Each `--if-stale` step in a fresh process: seconds, whether it was up to date, whether torch was imported."""
+    rows = []
+    for argv in stale_steps():
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", _PROBE, "--root", str(ROOT), *argv], capture_output=True,
+                              text=True, cwd=ROOT)
+        rows.append({"step": "annotate " + " ".join(argv), "seconds": round(time.perf_counter() - start, 2),
+                     "up to date": "up to date" in done.stderr, "torch imported": done.stdout.strip().endswith("True")})
+    return rows
+
+
+def make_site_rows(runs: int) -> list[dict]:
+    """`make site` `runs` times in a row: seconds, and how many trace/experiment steps re-recorded."""
+    rows = []
+    for i in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(["make", "site"], capture_output=True, text=True, cwd=ROOT)
+        took = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystemExit(f"make site failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+        recorded = len(re.findall(r"\] wrote |; regenerating", done.stdout + done.stderr))
+        rows.append({"step": f"make site, run {i + 1}", "seconds": round(took, 1),
+                     "up to date": recorded == 0, "re-recorded": recorded})
+    return rows
+
+
+def make_site_main(runs: int) -> None:
+    rows = check_rows() + make_site_rows(runs)
+    for r in rows:
+        print(f"{r['step']:72}{r['seconds']:>9.2f} s  up to date: {r['up to date']}")
+    full = [r["seconds"] for r in rows if r["step"].startswith("make site") and not r["up to date"]]
+    noop = [r["seconds"] for r in rows if r["step"].startswith("make site") and r["up to date"]]
+    if full and noop:
+        rows.append({"step": "make site: nothing changed / full", "ratio": round(min(noop) / max(full), 3)})
+        print(f"make site with nothing changed / full: {rows[-1]['ratio']}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--make-site", action="store_true", help="time the --if-stale steps and `make site` (issue 24)")
     args = parser.parse_args()
+    if args.make_site:
+        make_site_main(2)
+        return
     snapshots = snapshot_times(args.runs)
     cold = generator_times(args.runs, fresh_katex=True)
     warm = generator_times(args.runs, fresh_katex=False)

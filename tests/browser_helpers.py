@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -113,3 +114,49 @@ CONTRAST_SWEEP_JS = """() => {
   }
   return out;
 }"""
+#: how long a first visit is watched after `load`
+SETTLE_MS = 8000
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """One response a page received while it opened: its URL and its body's bytes (decoded)."""
+
+    url: str
+    size: int
+
+
+def first_open(browser, url: str, viewport: dict = DESKTOP) -> list[Loaded]:
+    """Every response a fresh context receives opening `url` (file:// or http://) until `load` and
+    SETTLE_MS after it: what a first visit costs, each body counted as decoded bytes."""
+    context = browser.new_context(viewport=viewport)
+    page = context.new_page()
+    responses: list = []
+    page.on("response", lambda response: responses.append(response))
+    page.goto(url, timeout=120_000)                # a loaded shared machine is slow
+    page.wait_for_load_state("load", timeout=120_000)
+    page.wait_for_timeout(SETTLE_MS)               # what scripts start right after `load` (the search worker)
+    loaded = [Loaded(r.url, len(r.body())) for r in responses if not r.url.startswith("data:")]
+    context.close()
+    return loaded
+
+
+@contextlib.contextmanager
+def serving(folder: Path) -> Iterator[str]:
+    """`folder` on a local http server (a thread, a free port) for the block; yields its base URL."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:   # no request lines in the test output
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

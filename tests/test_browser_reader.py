@@ -15,6 +15,7 @@ from typing import Iterator
 import pytest
 
 from annotate.pages.tracefmt import num, sup_label
+from annotate.render.offline import read_search_index
 from annotate.trace.store import find_traces, load_trace
 from annotate.vendoring.lock import read_lock
 
@@ -335,9 +336,7 @@ def test_flow_diagram_and_plots_are_legible_on_a_phone(browser, traced_site: Pat
 
 
 def test_search_indexes_math_once_as_text(traced_site: Path) -> None:
-    import json
-
-    docs = json.loads((traced_site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    docs = read_search_index(traced_site)["docs"]
     text = " ".join(d["text"] for d in docs if d["location"].split("#")[0] in ("index.html", "lesson.html"))
     assert "\\mathrm" not in text and "x_1 =" not in text                  # no raw TeX
     flow = next(d["text"] for d in docs if d["location"] == "index.html#the-two-variable-residual-flow")
@@ -345,9 +344,7 @@ def test_search_indexes_math_once_as_text(traced_site: Path) -> None:
 
 
 def test_a_search_hit_on_a_note_lands_at_its_line(reader: Visit, traced_site: Path) -> None:
-    import json
-
-    docs = json.loads((traced_site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    docs = read_search_index(traced_site)["docs"]
     notes = [d for d in docs if d["location"].startswith(f"{PAGE}#L") and "<code>" in d["title"]]
     assert notes and all("复制引用" not in d["text"] for d in notes)        # each card its own entry, text only
     hit = next(d for d in notes if "add_rms_forward" in d["text"] or "融合" in d["text"])

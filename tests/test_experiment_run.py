@@ -83,6 +83,17 @@ def test_if_stale_skips_an_up_to_date_experiment(relu_run) -> None:
     assert not (root / "traces/experiments/.relu.new").exists()
 
 
+def test_an_up_to_date_experiment_is_found_without_torch(relu_run) -> None:
+    from test_freshness import probe
+
+    root, done = relu_run
+    assert done.returncode == 0, done.stderr
+    again = probe("--root", str(root), "experiment", "relu", "--if-stale")
+    assert again.returncode == 0 and "is up to date" in again.stderr, again.stderr
+    assert again.stdout.strip() == "no torch"
+    assert not _scratch_left()
+
+
 def test_compared_with_the_baseline_from_the_data(relu_run, tiny_trace) -> None:
     """ReLU changes the MLP increment from layer 0 on; everything before it in layer 0 still holds."""
     root, done = relu_run

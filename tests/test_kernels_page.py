@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from annotate.pages import kernels_page
 from annotate.pages.kernels_page import body_source, traffic
+from annotate.render.offline import read_search_index
 from annotate.source import parse
 from goldens import compare_golden
 from values_fixtures import href, mini, mini_set, repo_sources
@@ -98,9 +99,8 @@ def test_body_spans_multi_line_decorators_and_a_def_on_line_one() -> None:
 def test_search_index_leaves_out_the_bodies_and_kernels(built_site) -> None:
     """The kernels page is searchable by its prose, not by the code it shows (Python bodies are on the
     source pages already; generated kernels are long and never what a reader looks for)."""
-    import json
 
-    docs = json.loads((built_site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    docs = read_search_index(built_site)["docs"]
     page = [d for d in docs if d["location"].startswith("trace/kernels.html")]
     assert page, "the kernels page is in the index"
     text = " ".join(d["text"] for d in page)

@@ -1,4 +1,5 @@
-"""annotate.render.offline: 404.html works from disk, and the built site carries no source maps."""
+"""annotate.render.offline: 404.html works from disk, the built site carries no source maps, and the search
+index is one copy loaded on the first use of search (from disk and over http)."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from annotate.render.offline import drop_source_maps, relative_root_links
+from annotate.render.offline import SEARCH_SCRIPT_PREFIX, drop_source_maps, lazy_search, read_search_index, relative_root_links
+
+from browser_helpers import SETTLE_MS, first_open, serving
 
 pytest_plugins = ["site_fixtures", "browser_fixtures"]
 
@@ -75,3 +78,82 @@ def test_404_is_styled_when_opened_from_disk(browser, built_site: Path) -> None:
     # Material's stylesheet applied: the header bar is laid out, not an unstyled list
     assert page.eval_on_selector(".md-header", "el => getComputedStyle(el).position") in ("sticky", "fixed")
     page.close()
+
+
+#: Material 9.8's statements that decide how and when the index loads (names as minified there)
+_BUNDLE = ('function ks(){return location.protocol==="file:"?_t(`${new URL("search/search_index.js",Or.base)}`)'
+           '.pipe(m(()=>__index),Z(1)):ze(new URL("search/search_index.json",Or.base))}'
+           'function Ei(e,t){let r=Mn(e);return L($(location.protocol!=="file:"),Je("search")).pipe(Re(o=>o),b(()=>t))}')
+
+
+def _search_site(root: Path, bundle: str) -> Path:
+    (root / "assets" / "javascripts").mkdir(parents=True)
+    (root / "assets" / "javascripts" / "bundle.0123abcd.min.js").write_text(bundle, encoding="utf-8")
+    (root / "search").mkdir()
+    (root / "search" / "search_index.json").write_text('{"docs": [1]}', encoding="utf-8")
+    (root / "search" / "search_index.js").write_text(SEARCH_SCRIPT_PREFIX + '{"docs": [1]}', encoding="utf-8")
+    return root
+
+
+def test_lazy_search_loads_the_script_on_any_protocol_and_drops_the_json(tmp_path: Path) -> None:
+    site = _search_site(tmp_path, _BUNDLE)
+    done = lazy_search(site)
+    assert done.unchanged == "" and done.removed == len('{"docs": [1]}')
+    text = done.bundle.read_text(encoding="utf-8") if done.bundle else ""
+    assert 'function ks(){return !0?_t(`${new URL("search/search_index.js"' in text     # the script, on any protocol
+    assert text == _BUNDLE.replace('return location.protocol==="file:"?', "return !0?").replace(
+        'L($(location.protocol!=="file:"),Je("search"))', 'Je("search")')      # the script, never at start
+    assert not (site / "search" / "search_index.json").exists()
+    assert read_search_index(site) == {"docs": [1]}
+
+
+def test_an_unknown_bundle_is_left_as_it_was(tmp_path: Path) -> None:
+    other = _BUNDLE.replace('search/search_index.js', 'search/index.js')   # another Material
+    site = _search_site(tmp_path, other)
+    done = lazy_search(site)
+    assert done.bundle is None and "not recognised" in done.unchanged
+    assert (site / "assets" / "javascripts" / "bundle.0123abcd.min.js").read_text(encoding="utf-8") == other
+    assert (site / "search" / "search_index.json").is_file()
+    assert read_search_index(site) == {"docs": [1]}
+
+
+QWEN3_PAGE = "source/nanovllm/models/qwen3.py.html"
+FIRST_OPEN_LIMIT = 900_000   # bytes, issue 24
+
+
+@pytest.mark.browser
+def test_qwen3_first_open_is_light_and_search_loads_on_first_use(browser, built_site: Path) -> None:
+    assert not (built_site / "search" / "search_index.json").exists()           # one copy
+    index_bytes = (built_site / "search" / "search_index.js").stat().st_size
+    with serving(built_site) as base:
+        for url in ((built_site / QWEN3_PAGE).as_uri(), base + QWEN3_PAGE):
+            loaded = first_open(browser, url)
+            total = sum(r.size for r in loaded)
+            print(f"{url.split(':')[0]}: {len(loaded)} responses, {total} bytes; index {index_bytes} bytes")
+            assert not [r.url for r in loaded if "search_index" in r.url]
+            assert any(r.url.endswith(QWEN3_PAGE) and r.size > 100_000 for r in loaded)   # the page itself counted
+            assert total < FIRST_OPEN_LIMIT, sorted(loaded, key=lambda r: -r.size)[:8]
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("how", ["focus", "click", "key"])
+def test_search_works_from_disk_after_the_lazy_load(browser, built_site: Path, how: str) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto((built_site / QWEN3_PAGE).as_uri(), timeout=120_000)
+    page.wait_for_load_state("load", timeout=120_000)
+    page.wait_for_timeout(SETTLE_MS)
+    assert not [u for u in requests if "search_index" in u]
+    if how == "focus":
+        page.focus("input.md-search__input")
+    elif how == "click":
+        page.click("label.md-search__icon, .md-search__input", timeout=5000)
+    else:
+        page.keyboard.press("/")
+    page.keyboard.type("residual")
+    page.wait_for_selector(".md-search-result__item", timeout=30_000)
+    assert len([u for u in requests if u.endswith("search/search_index.js")]) == 1
+    assert page.locator(".md-search-result__item").count() > 0
+    context.close()

@@ -3,11 +3,11 @@ their lines, source summaries instead of page mush, superscripts, boosts; on a s
 vendored text) and on the real built site's index."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 
 from annotate import search_index as si
+from annotate.render.offline import read_search_index
 
 pytest_plugins = ["site_fixtures"]
 
@@ -78,7 +78,7 @@ def test_refine_file_without_an_index_does_nothing(tmp_path: Path) -> None:
 
 
 def test_the_built_index_lands_symbols_and_notes_on_lines(built_site: Path) -> None:
-    docs = json.loads((built_site / si.INDEX_PATH).read_text(encoding="utf-8"))["docs"]
+    docs = read_search_index(built_site)["docs"]       # the one copy the site ships (the lazy script)
     qwen3 = "source/nanovllm/models/qwen3.py.html"
     forward = next(d for d in docs if d["title"].startswith("Qwen3DecoderLayer.forward · qwen3.py:"))
     line = int(forward["location"].split("#L")[1])

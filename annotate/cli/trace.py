@@ -55,9 +55,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Trace (the pipeline checks the options first), print the report and the time breakdown."""
-    from annotate.trace.pipeline import TraceRequest, run_trace
-    from annotate.trace.report import render
+    """Trace (the pipeline checks the options first), print the report and the time breakdown. With
+    --if-stale, an up-to-date trace is found without importing torch (annotate/trace/freshness.py)."""
+    from annotate.trace.freshness import TraceRequest, up_to_date
 
     root = Path(args.root)
     out = args.out if args.out is None or args.out.is_absolute() else root / args.out
@@ -66,6 +66,13 @@ def run(args: argparse.Namespace) -> int:
                         tp=args.tp, init_method=args.init_method)
     progress = Progress(quiet=args.quiet)
     req = TraceRequest(opts, out, args.force, args.full_tensors, args.if_stale)
+    fresh = up_to_date(req) if args.if_stale else None
+    if fresh is not None:
+        progress.say(f"[trace] {fresh} is up to date; nothing to do")
+        return 0
+    from annotate.trace.pipeline import run_trace
+    from annotate.trace.report import render
+
     if opts.tp > 1:
         from annotate.trace.parallel import run_parallel_trace
 

@@ -8,16 +8,28 @@
   fetched only by a browser's developer tools. :func:`drop_source_maps` deletes them and the
   comments that name them (in the file each map sits beside), so nothing on the site refers to a
   missing file.
+- Material loads the search index (over a megabyte) on every page as it opens, before anyone
+  searches, and ships it twice (``search_index.json`` over http, the offline plugin's
+  ``search_index.js`` from ``file://``). :func:`lazy_search` makes Material's bundle load the script
+  on both, never as the bundle starts, and deletes the JSON copy; ``docs/assets/annotate.js`` holds
+  that script back until the reader first uses search (focus, click or keyboard shortcut of the
+  search box).
 """
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 _ROOT_LINK = re.compile(r'(\s(?:href|src)=")/(?!/)')
 _CONFIG = re.compile(r'(<script id="__config" type="application/json">)(.*?)(</script>)', re.S)
+#: Material's bundle: over http the index is asked for as the bundle starts (before annotate.js can hold it
+#: back), from file:// on the search toggle; made the latter on both
+_EAGER_INDEX = re.compile(r'[\w$]+\([\w$]+\(location\.protocol!=="file:"\),([\w$]+\("search"\))\)')
+#: Material's bundle: the index from the offline plugin's script on file://, else from the JSON
+_INDEX_SOURCE = re.compile(r'location\.protocol==="file:"\?(?=[\w$]+\(`\$\{new URL\("search/search_index\.js")')
 _MAP_COMMENT = re.compile(r"\n?(?://# sourceMappingURL=[^\n]*\.map[ \t]*|/\*# sourceMappingURL=[^*]*\.map ?\*/)\s*$")
 
 
@@ -66,3 +78,53 @@ def _drop_map_comment(path: Path) -> None:
     trimmed = _MAP_COMMENT.sub("", text)
     if trimmed != text:
         path.write_text(trimmed, encoding="utf-8", errors="surrogateescape")
+
+
+#: the offline plugin's script: this, then the index's JSON
+SEARCH_SCRIPT_PREFIX = "var __index = "
+
+
+@dataclass(frozen=True)
+class LazySearch:
+    """What :func:`lazy_search` did: the bundle it changed and the bytes of the JSON copy it deleted, or
+    why it changed nothing (``unchanged``: empty when it did its work)."""
+
+    bundle: Path | None
+    removed: int
+    unchanged: str = ""
+
+
+def lazy_search(site_dir: Path) -> LazySearch:
+    """Make Material's bundle load the search index from the offline plugin's ``search/search_index.js``
+    on http and ``file://`` alike, and over http too not as the bundle starts (then annotate.js, which
+    runs after the bundle, can hold the script back until search is first used); then delete
+    ``search_index.json``.
+
+    Both edits must each match once in exactly one bundle; otherwise nothing is changed (another Material
+    version: search still works, loaded as Material does) and ``unchanged`` says why."""
+    script = site_dir / "search" / "search_index.js"
+    if not script.is_file():
+        return LazySearch(None, 0, "no search/search_index.js (search or offline plugin off)")
+    bundles = sorted((site_dir / "assets" / "javascripts").glob("bundle.*.min.js"))
+    if len(bundles) != 1:
+        return LazySearch(None, 0, f"{len(bundles)} Material bundles under assets/javascripts, expected 1")
+    text = bundles[0].read_text(encoding="utf-8")
+    if len(_EAGER_INDEX.findall(text)) != 1 or len(_INDEX_SOURCE.findall(text)) != 1:
+        return LazySearch(None, 0, f"{bundles[0].name}: Material's search-index loader not recognised "
+                                   "(annotate/render/offline.py knows mkdocs-material 9.8); the index loads on every page")
+    bundles[0].write_text(_INDEX_SOURCE.sub("!0?", _EAGER_INDEX.sub(r"\1", text)), encoding="utf-8")
+    json_copy = script.with_suffix(".json")
+    removed = json_copy.stat().st_size if json_copy.is_file() else 0
+    json_copy.unlink(missing_ok=True)
+    return LazySearch(bundles[0], removed)
+
+
+def read_search_index(site_dir: Path) -> dict[str, Any]:
+    """The built site's search index (``{"config": …, "docs": [...]}``), from the one copy it ships:
+    the offline plugin's script, else (Material's bundle left as it was) the JSON."""
+    script = site_dir / "search" / "search_index.js"
+    if script.is_file():
+        text = script.read_text(encoding="utf-8")
+        if text.startswith(SEARCH_SCRIPT_PREFIX):
+            return json.loads(text[len(SEARCH_SCRIPT_PREFIX):])
+    return json.loads(script.with_suffix(".json").read_text(encoding="utf-8"))

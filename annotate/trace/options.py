@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.errors import UserError
+from annotate.vendoring.lock import VENDOR_DIR
 
 #: the dtypes a trace can run in (the valid --dtype choices; runtime.DTYPES maps them to torch's)
 DTYPE_NAMES = ("bfloat16", "float16", "float32")
@@ -112,3 +113,16 @@ def tp_divides(tp: int, sizes: dict[str, int]) -> None:
     for what, n in sizes.items():
         if n % tp:
             raise UserError(f"--tp {tp}: does not divide {what} ({n}); pass a --tp that divides it")
+
+
+#: the prefix of every temp folder a run makes (checkpoints, process groups, ranks, experiment copies),
+#: by which `runtime.sweep_temp` finds those a killed run left
+TEMP_PREFIX = "annotate-"
+
+
+def vendor_root(root: Path) -> Path:
+    """`<root>/vendor/nano-vllm`, or a UserError telling how to materialise it."""
+    path = (root / VENDOR_DIR).resolve()
+    if not (path / "nanovllm" / "models" / "qwen3.py").is_file():
+        raise UserError(f"{root / VENDOR_DIR}: vendored nano-vllm is missing; run `annotate vendor sync` first")
+    return path

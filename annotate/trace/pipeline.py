@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
-import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -19,25 +17,12 @@ import torch
 from annotate import guard, interrupts
 from annotate.errors import UserError
 from annotate.progress import Progress
-from annotate.project import Project
 from annotate.trace import assemble, internals, kernels, provenance, runtime, sourcemap, store
-from annotate.trace.options import PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens
+from annotate.trace.freshness import TraceRequest, TraceResult, default_out, effective_layers, inputs_key
+from annotate.trace.options import TraceOptions, check_options
 from annotate.trace.recorder import Recorder
 from annotate.trace.hf_lines import nano_index, summary as hf_summary
-from annotate.vendoring.sources import sha256_file
 from annotate.trace.reference import MARGIN, TOLERANCE, Identifier, run_reference
-
-@dataclass
-class TraceRequest:
-    """Parsed command line of `annotate trace`."""
-
-    options: TraceOptions
-    out: Path | None = None
-    force: bool = False
-    full_tensors: bool = False
-    if_stale: bool = False
-    experiment: dict[str, Any] | None = None  # an experiment's edits, stored in the trace (annotate/experiments.py)
-
 
 @dataclass
 class RankHooks:
@@ -48,63 +33,6 @@ class RankHooks:
 
     gathered: Callable[[], Any]
     extend: Callable[[dict[str, Any], dict[str, torch.Tensor], Recorder, runtime.Runtime, Any, Any], None]
-
-
-@dataclass
-class TraceResult:
-    """What the CLI reports."""
-
-    out: Path
-    skipped: bool
-    payload: dict[str, Any] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-
-
-def effective_layers(opts: TraceOptions) -> int | None:
-    """--layers, or the preset's default depth for traces (the whole checkpoint for --model)."""
-    if opts.layers is not None or opts.model is not None:
-        return opts.layers
-    preset = PRESETS.get(opts.preset)
-    return preset.default_layers if preset is not None else None
-
-
-def default_out(opts: TraceOptions, root: Path) -> Path:
-    """`traces/<device>` for the default trace; otherwise `traces/<device>-<dtype>-<model>-<N>L-<T>T`."""
-    tokens = opts.tokens or default_tokens(opts)
-    base, default = root / Project.TRACES_DIR, TRACE_DEFAULTS
-    plain = (opts.model is None and opts.preset == default.preset and opts.dtype == default.dtype
-             and opts.prompt is None and opts.layers in (None, effective_layers(default))
-             and tokens == default_tokens(opts))
-    suffix = f"-tp{opts.tp}" if opts.tp > 1 else ""
-    if plain:
-        return base / f"{opts.device}{suffix}"
-    name = opts.model.name if opts.model is not None else opts.preset
-    layers = effective_layers(opts)
-    if layers is None and opts.model is not None:
-        try:
-            layers = int(json.loads((opts.model / "config.json").read_text(encoding="utf-8"))["num_hidden_layers"])
-        except (OSError, ValueError, KeyError, TypeError):
-            layers = None  # validated (with a proper message) when the run starts
-    length = "prompt" if opts.prompt is not None else f"{tokens}T"
-    return base / f"{opts.device}-{opts.dtype}-{name}-{layers if layers else 'all'}L-{length}{suffix}"
-
-
-def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
-    """Everything that determines a trace's content: equal keys → --if-stale may skip.
-
-    ``facts`` are the vendor facts (pin + local file hashes) read once at the start of the run,
-    so the key and the trace's ``vendor`` block describe the same bytes.
-    """
-    o = req.options
-    model_cfg = None
-    if o.model is not None and (o.model / "config.json").is_file():
-        model_cfg = sha256_file(o.model / "config.json")
-    return {"preset": o.preset if o.model is None else None, "model": str(o.model) if o.model else None,
-            "model_config_sha256": model_cfg, "layers": effective_layers(o), "tokens": o.tokens, "prompt": o.prompt,
-            "dtype": o.dtype, "device": o.device, "seed": o.seed, "full_tensors": req.full_tensors,
-            "vendor_files": hashlib.sha256(repr(sorted(facts["files"].items())).encode()).hexdigest(),
-            "tool": provenance.tool_hash(), "torch": torch.__version__, "format": store.VERSION,
-            **({"tp": o.tp} if o.tp > 1 else {})}
 
 
 def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:

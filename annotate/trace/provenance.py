@@ -5,13 +5,14 @@ import hashlib
 import platform
 import sys
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from annotate.errors import UserError
 from annotate.vendoring.lock import LOCK_NAME, VENDOR_DIR, line_hashes, read_lock, sha256_bytes
 from annotate.vendoring.sync import local_paths
+
+if TYPE_CHECKING:   # torch is imported where it is used: the freshness check (annotate/trace/freshness.py) runs without it
+    import torch
 
 
 def vendor_hashes(root: Path, folder: Path | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
@@ -58,6 +59,8 @@ def vendor_facts(root: Path, folder: Path | None = None) -> dict[str, Any]:
 
 def versions() -> dict[str, str | None]:
     """python / torch / triton / transformers / safetensors versions in this process."""
+    import torch
+
     out: dict[str, str | None] = {"python": platform.python_version(), "torch": torch.__version__}
     for name in ("triton", "transformers", "safetensors"):
         try:
@@ -70,6 +73,8 @@ def versions() -> dict[str, str | None]:
 def device_name(device: torch.device) -> str:
     """GPU name, or the CPU model from /proc/cpuinfo (platform string as fallback)."""
     if device.type == "cuda":
+        import torch
+
         return torch.cuda.get_device_name(device)
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -32,7 +32,7 @@ from annotate.trace import kernels, shims
 from annotate.trace.tensorfile import save_tensors
 from annotate.trace.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
                                     default_tokens, tp_divides)
-from annotate.vendoring.lock import VENDOR_DIR
+from annotate.trace.options import TEMP_PREFIX, vendor_root   # torch-free: the --if-stale checks use them too
 
 #: the torch dtype of each --dtype choice (the names are options.DTYPE_NAMES)
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -64,14 +64,6 @@ class Runtime:
 
 
 # ---------------------------------------------------------------- environment
-
-def vendor_root(root: Path) -> Path:
-    """`<root>/vendor/nano-vllm`, or a UserError telling how to materialise it."""
-    path = (root / VENDOR_DIR).resolve()
-    if not (path / "nanovllm" / "models" / "qwen3.py").is_file():
-        raise UserError(f"{root / VENDOR_DIR}: vendored nano-vllm is missing; run `annotate vendor sync` first")
-    return path
-
 
 def traced_root(opts: TraceOptions) -> Path:
     """The folder nano-vllm is imported from: ``--vendored`` (an experiment's edited scratch copy) or vendor/."""
@@ -110,7 +102,6 @@ def init_process_group() -> None:
     dist.init_process_group("gloo", init_method=f"file://{folder / 'store'}", rank=0, world_size=1)
 
 
-TEMP_PREFIX = "annotate-"
 _TEMP = re.compile(rf"^{TEMP_PREFIX}(?:ckpt|pg|tp|exp)-(\d+)-")
 
 

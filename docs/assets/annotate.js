@@ -1,6 +1,35 @@
 /* annotate: #L36 and #L28-L40 scroll to and highlight lines (also with parameters after them:
    #L156&layer=2&trace=cpu, read by the values panels below); a click on a line number sets the
    anchor (shift-click extends it to a range). Works from file:// (no fetch, no modules). */
+/* Search index on first use (issue 24): Material's bundle appends search/search_index.js (the whole index,
+   the one copy the build keeps: annotate/render/offline.py) as every page opens. That one script is held
+   back until the reader first uses search (focus, click or keyboard shortcut of the search box); the
+   bundle waits for its load event, so search then works as before, from file:// too. */
+(function () {
+  "use strict";
+  var INDEX = /(^|\/)search\/search_index\.js$/;
+  var append = Node.prototype.appendChild;
+  var held = null, used = false;
+  Node.prototype.appendChild = function (node) {
+    if (!used && node && node.tagName === "SCRIPT" && INDEX.test(node.getAttribute("src") || "")) {
+      held = [this, node];
+      return node;
+    }
+    return append.call(this, node);
+  };
+  function release() {
+    if (used) return;
+    used = true;
+    if (held) append.call(held[0], held[1]);
+  }
+  document.addEventListener("focusin", function (e) {
+    if (e.target && e.target.matches && e.target.matches(".md-search__input")) release();
+  });
+  document.addEventListener("change", function (e) {
+    if (e.target && e.target.getAttribute && e.target.getAttribute("data-md-toggle") === "search" && e.target.checked) release();
+  }, true);
+})();
+
 (function () {
   "use strict";
   var RANGE = /^#L(\d+)(?:-L(\d+))?(?:&|$)/;
