@@ -154,7 +154,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         html_text = _plugin_error(lambda: render_page_math(html_text, lean, f"{self.project.docs_label}/{page.file.src_uri}"))
         html_text = _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict,
                                                           table=lambda: self.facts.claims, folder=self.project.docs_label,
-                                                          page=page.file.src_uri))
+                                                          page=page.file.src_uri, sources=self.facts.sources,
+                                                          files=self.facts.files))
         return search_index.spaced_cells(html_text)   # cells apart in the search index's text
 
     def on_post_page(self, output: str, page: Page, config: MkDocsConfig) -> str:
