@@ -348,7 +348,7 @@ def test_every_diagram_and_counterexample_names_code_that_resolves_to_a_permalin
 def test_a_cell_citation_names_diagram_cell_value_formula_and_code(all_):
     d = all_["swiglu"]
     cell = d.cells["out.0.2"] if "out.0.2" in d.cells else next(c for c in d.cells.values() if c.id.startswith("out."))
-    lines = pages.cell_citation(d, cell, _facts()).split("\n")
+    lines = pages.diagram_cell_citation(d, cell, _facts()).split("\n")
     assert lines[0].endswith("· nano-vllm") and lines[1].startswith("图解 diagram: SwiGLU：") and lines[1].endswith("(diagrams.md#swiglu)")
     assert lines[2] == f"元素 cell: out [token, H] = [2, 4] · {cell.id} = {data.n(cell.value)}"
     assert lines[3] == f"算式 formula: {cell.formula}" and cell.formula
@@ -357,7 +357,7 @@ def test_a_cell_citation_names_diagram_cell_value_formula_and_code(all_):
 
 
 def test_the_page_script_joins_the_same_citation_from_the_diagram_json(all_):
-    """docs/js/diagrams.js joins head, what, formula and tail: the JSON holds exactly the parts cell_citation joins."""
+    """docs/js/diagrams.js joins head, what, formula and tail: the JSON holds exactly the parts diagram_cell_citation joins."""
     import json
 
     d, facts = all_["rmsnorm"], _facts()
@@ -365,7 +365,7 @@ def test_the_page_script_joins_the_same_citation_from_the_diagram_json(all_):
     for cell in (c for c in d.cells.values() if c.interactive):
         entry = got["cells"][cell.id]
         parts = [got["cite"]["head"], entry["what"], "算式 formula: " + entry["formula"], got["cite"]["tail"]]
-        assert "\n".join(p for p in parts if p) == pages.cell_citation(d, cell, facts)
+        assert "\n".join(p for p in parts if p) == pages.diagram_cell_citation(d, cell, facts)
     assert "复制" in got["cite"]["label"] and "Copy" in got["cite"]["label"]
 
 

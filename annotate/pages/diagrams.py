@@ -143,7 +143,7 @@ def cell_what(diagram: Diagram, cell: Cell) -> str:
     return f"元素 cell: {where}{cell.id} = {cell.shown or n(cell.value)}"
 
 
-def cell_citation(diagram: Diagram, cell: Cell, facts: CiteFacts) -> str:
+def diagram_cell_citation(diagram: Diagram, cell: Cell, facts: CiteFacts) -> str:
     """What a selected cell's 引用 button copies; docs/js/diagrams.js joins the same parts from the diagram's
     JSON (``cite.head``, the cell's ``what``, its formula, ``cite.tail``), so the page and this agree."""
     parts = [citation_head(diagram, facts), cell_what(diagram, cell), f"算式 formula: {cell.formula}",
@@ -185,7 +185,7 @@ def counterexample_html(diagram: Diagram, ce: Counterexample, number: int, facts
 
 
 def data_json(diagram: Diagram, facts: CiteFacts | None = None) -> str:
-    """The dependency sets, formulas and citation parts (see :func:`cell_citation`), as JSON safe inside a
+    """The dependency sets, formulas and citation parts (see :func:`diagram_cell_citation`), as JSON safe inside a
     <script> element."""
     facts = facts or CiteFacts()
     data = {"key": diagram.key,

@@ -25,6 +25,7 @@ from typing import Mapping
 from annotate.errors import UserError
 from annotate.links import FileFacts
 from annotate.markdown_scan import prose_lines
+from annotate.pages.lesson_values import SEP
 from annotate.pages.source_page import cite_head
 from annotate.pages.tracefmt import esc
 from annotate.project import DOCS_FOLDER
@@ -33,7 +34,6 @@ from annotate.source import AnchorError, SourceFile
 
 DIRECTIVE = re.compile(r"^(?P<indent>\s*)\{\{code(?P<body>(?:\s.*?)?)\}\}\s*$")
 HEADING = re.compile(r"^(?P<level>#{1,6})\s+(?P<text>.*?)\s*(?:\{[^}]*\})?\s*$")
-SEP = " › "
 NO_CODE = "实现 code: 本课没有指明实现它的代码 the lesson names no code for it"
 
 
