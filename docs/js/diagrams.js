@@ -30,7 +30,11 @@
     }
     var out = box.querySelector(".dg-formula");
     if (out) {
-      out.textContent = entry.formula;
+      out.textContent = "";
+      var text = document.createElement("span");
+      text.className = "dg-formula-text";
+      text.textContent = entry.formula;
+      out.appendChild(text);
       out.setAttribute("data-for", id);
       cite(out, data, entry);
       place(box, out, cell);
