@@ -382,7 +382,8 @@ def test_a_value_cited_in_the_lesson_copies_its_citation(browser, traced_site: P
 def test_a_lesson_formula_and_a_diagram_cell_copy_their_citations(browser, traced_site: Path, traced_project: Path,
                                                                    viewport: dict) -> None:
     """The RMSNorm formula's 引用 copies lesson, section, TeX and the vendored code (file:line, permalink);
-    a selected diagram cell's 引用 copies the diagram, the cell, its value, its formula and the code."""
+    a selected diagram cell's 引用 copies the diagram, the cell, its value, its formula and the code; a
+    counterexample's, its claim, right against wrong values and the code it ran."""
     upstream = read_lock(traced_project / "vendor" / "nano-vllm.lock.json").upstream.file_url("nanovllm/layers/layernorm.py")
     with visiting(browser, traced_site, viewport, clipboard=True) as v:
         v.open("lesson.html")
@@ -417,3 +418,17 @@ def test_a_lesson_formula_and_a_diagram_cell_copy_their_citations(browser, trace
         assert lines[3] == f"算式 formula: {formula}" and formula
         assert lines[4].startswith("实现 code: nanovllm/models/qwen3.py:") and lines[4].endswith("· Qwen3MLP.forward")
         assert lines[5].startswith("上游 upstream: https://") and lines[-1].startswith("我的推导")
+
+        relu = v.page.locator(".dg-ce[data-ce='relu']")
+        relu.locator(".dg-ce-toggle").click()
+        button = relu.locator(".dg-ce-cite button.an-cite")
+        button.scroll_into_view_if_needed()
+        box = button.bounding_box()
+        assert button.is_visible() and box["x"] + box["width"] <= viewport["width"]
+        button.click()
+        v.page.wait_for_function("b => b.textContent.includes('已复制')", arg=button.element_handle())
+        lines = clipboard(v).splitlines()
+        number = relu.get_attribute("data-number")
+        assert lines[2].startswith(f"反例 counterexample: 反例 {number}：") and "对比 compared:" in lines
+        assert any(x.startswith("  ") and "正确 right " in x and "| 错误 wrong " in x for x in lines)
+        assert any(x.endswith("· Qwen3MLP.forward") for x in lines) and lines[-1].startswith("我的推导")
