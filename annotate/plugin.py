@@ -15,7 +15,8 @@ Hooks:
   written (one line each). It also sets the nav in reading order (lesson, source, trace,
   reference, maintaining) unless mkdocs.yml has one: the generated pages could not be listed there.
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink), then
-  ``{{value …}}`` and ``{{= …}}`` placeholders (:mod:`annotate.pages.lesson_values`, :mod:`annotate.claims`).
+  ``{{value …}}`` and ``{{= …}}`` placeholders (:mod:`annotate.pages.lesson_values`, :mod:`annotate.claims`),
+  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson_formulas`).
 - ``on_page_content``: sanitise hand-written pages, render arithmatex's ``$…$`` / ``$$…$$`` spans with
   KaTeX at build time, and draw the element-level diagrams (``{{diagram NAME}}``, :mod:`annotate.pages.diagrams`).
 - ``on_post_template`` / ``on_post_build``: 404.html with relative links, no source maps
@@ -40,7 +41,7 @@ from mkdocs.structure.pages import Page
 from annotate import claims, codec, references, safe_html, search_index
 from annotate.docs_math import render_page_math
 from annotate.errors import UserError
-from annotate.pages import diagrams, extras, lesson_values
+from annotate.pages import diagrams, extras, lesson_formulas, lesson_values
 from annotate.pages.generate import generate
 from annotate.pages.experiment_page import experiment_pages
 from annotate.pages.map_page import MAP_URI, render_map
@@ -139,8 +140,11 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         # recorded values cited in prose ({{value …}}), then numbers computed from the vendored code ({{= …}})
         markdown = _plugin_error(lambda: lesson_values.expand(markdown, uri, facts.sources, facts.traces,
                                                                      self.project.docs_label, facts.files))
-        return _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
-                                                   folder=self.project.docs_label, table=lambda: facts.claims))
+        markdown = _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
+                                                       folder=self.project.docs_label, table=lambda: facts.claims))
+        # a 引用 button under each display formula, naming the code its {{code …}} lines point at
+        return _plugin_error(lambda: lesson_formulas.expand(markdown, uri, facts.sources, self.project.docs_label,
+                                                            facts.files))
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
         """Sanitise hand-written pages (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
@@ -150,7 +154,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         html_text = _plugin_error(lambda: render_page_math(html_text, lean, f"{self.project.docs_label}/{page.file.src_uri}"))
         html_text = _plugin_error(lambda: diagrams.expand(html_text, self.root, strict=self.strict,
                                                           table=lambda: self.facts.claims, folder=self.project.docs_label,
-                                                          page=page.file.src_uri))
+                                                          page=page.file.src_uri, sources=self.facts.sources,
+                                                          files=self.facts.files))
         return search_index.spaced_cells(html_text)   # cells apart in the search index's text
 
     def on_post_page(self, output: str, page: Page, config: MkDocsConfig) -> str:

@@ -68,7 +68,8 @@ def highlighted(tab, diagram: str) -> set[str]:
 
 
 def formula(tab, diagram: str) -> str:
-    return tab.inner_text(f'[data-diagram="{diagram}"] .dg-formula')
+    """The selected cell's arithmetic (the output also holds its 引用 cite button)."""
+    return tab.inner_text(f'[data-diagram="{diagram}"] .dg-formula .dg-formula-text')
 
 
 def cell(diagram: str, cid: str) -> str:

@@ -376,3 +376,59 @@ def test_a_value_cited_in_the_lesson_copies_its_citation(browser, traced_site: P
         assert lines[2].startswith(f"上游 upstream: {upstream}#L")
         assert f"residual ≡ {sup_label(res.label)} · 第 2 层 layer 2 · ‖·‖₂ = {num(res.norm)}" in lines[3]
         assert lines[4].startswith("运行 trace: ") and trace.provenance() in lines[4] and lines[-1].startswith("我的推导")
+
+
+@pytest.mark.parametrize("viewport", [WIDE, PHONE], ids=["desktop", "phone"])
+def test_a_lesson_formula_and_a_diagram_cell_copy_their_citations(browser, traced_site: Path, traced_project: Path,
+                                                                   viewport: dict) -> None:
+    """The RMSNorm formula's 引用 copies lesson, section, TeX and the vendored code (file:line, permalink);
+    a selected diagram cell's 引用 copies the diagram, the cell, its value, its formula and the code; a
+    counterexample's, its claim, right against wrong values and the code it ran."""
+    upstream = read_lock(traced_project / "vendor" / "nano-vllm.lock.json").upstream.file_url("nanovllm/layers/layernorm.py")
+    with visiting(browser, traced_site, viewport, clipboard=True) as v:
+        v.open("lesson.html")
+        cite = v.page.locator(".an-formula-cite[data-cite-text*='RMSNorm.rms_forward']").first
+        cite.scroll_into_view_if_needed()
+        button = cite.locator("button.an-cite")
+        box = button.bounding_box()
+        assert button.is_visible() and box["x"] >= 0 and box["x"] + box["width"] <= viewport["width"]
+        button.click()
+        v.page.wait_for_function("b => b.textContent.includes('已复制')", arg=button.element_handle())
+        lines = clipboard(v).splitlines()
+        assert lines[0].endswith("· nano-vllm") and lines[1].startswith("页面 page: ") and "§ 5. RMSNorm" in lines[1]
+        assert lines[2].startswith("公式 formula (TeX): \\operatorname{RMSNorm}(x)")
+        assert any(x.startswith("实现 code: nanovllm/layers/layernorm.py:") and x.endswith("· RMSNorm.rms_forward") for x in lines)
+        assert any(x.startswith(f"上游 upstream: {upstream}#L") for x in lines) and lines[-1].startswith("我的推导")
+
+        v.open("diagrams.html")
+        cell = v.page.locator(".dg-diagram[data-diagram='swiglu'] button.dg-cell[data-cell^='out.']").first
+        cell.scroll_into_view_if_needed()
+        cell.click()
+        out = v.page.locator("#dg-swiglu-formula")
+        button = out.locator("button.an-cite")
+        button.scroll_into_view_if_needed()
+        box = button.bounding_box()
+        assert button.is_visible() and box["x"] + box["width"] <= viewport["width"]
+        formula = out.evaluate("o => o.firstChild.textContent")
+        button.click()
+        v.page.wait_for_function("b => b.textContent.includes('已复制')", arg=button.element_handle())
+        lines = clipboard(v).splitlines()
+        assert lines[1].startswith("图解 diagram: SwiGLU") and lines[1].endswith("(diagrams.md#swiglu)")
+        assert lines[2].startswith("元素 cell: out ") and f"{cell.get_attribute('data-cell')} = " in lines[2]
+        assert lines[3] == f"算式 formula: {formula}" and formula
+        assert lines[4].startswith("实现 code: nanovllm/models/qwen3.py:") and lines[4].endswith("· Qwen3MLP.forward")
+        assert lines[5].startswith("上游 upstream: https://") and lines[-1].startswith("我的推导")
+
+        relu = v.page.locator(".dg-ce[data-ce='relu']")
+        relu.locator(".dg-ce-toggle").click()
+        button = relu.locator(".dg-ce-cite button.an-cite")
+        button.scroll_into_view_if_needed()
+        box = button.bounding_box()
+        assert button.is_visible() and box["x"] + box["width"] <= viewport["width"]
+        button.click()
+        v.page.wait_for_function("b => b.textContent.includes('已复制')", arg=button.element_handle())
+        lines = clipboard(v).splitlines()
+        number = relu.get_attribute("data-number")
+        assert lines[2].startswith(f"反例 counterexample: 反例 {number}：") and "对比 compared:" in lines
+        assert any(x.startswith("  ") and "正确 right " in x and "| 错误 wrong " in x for x in lines)
+        assert any(x.endswith("· Qwen3MLP.forward") for x in lines) and lines[-1].startswith("我的推导")

@@ -326,3 +326,72 @@ def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_pa
     save_file(tensors, str(trace_dir / TENSORS_NAME))
     with pytest.raises(ClaimError, match=r"diagram traced: claim traced.norm.output no longer holds: re-running"):
         data.traced_norm(load_table(root))
+
+
+# ---------------------------------------------------------------- citations
+
+def _facts(trace: str = "") -> pages.CiteFacts:
+    from values_fixtures import repo_files, repo_sources
+
+    return pages.CiteFacts(repo_sources(), repo_files(), trace)
+
+
+def test_every_diagram_and_counterexample_names_code_that_resolves_to_a_permalink(all_):
+    keys = {k for d in all_.values() for k in [d.key, *(ce.key for ce in d.counterexamples)]}
+    assert set(pages.CODE) == keys
+    for key in keys:
+        lines = _facts().code_lines(key)
+        assert lines and all(re.fullmatch(r"实现 code: nanovllm/\S+\.py:\d+ · \S+", x) for x in lines[::2]), lines
+        assert all(x.startswith("上游 upstream: https://") and "/blob/" in x for x in lines[1::2]), lines
+
+
+def test_a_cell_citation_names_diagram_cell_value_formula_and_code(all_):
+    d = all_["swiglu"]
+    cell = d.cells["out.0.2"] if "out.0.2" in d.cells else next(c for c in d.cells.values() if c.id.startswith("out."))
+    lines = pages.diagram_cell_citation(d, cell, _facts()).split("\n")
+    assert lines[0].endswith("· nano-vllm") and lines[1].startswith("图解 diagram: SwiGLU：") and lines[1].endswith("(diagrams.md#swiglu)")
+    assert lines[2] == f"元素 cell: out [token, H] = [2, 4] · {cell.id} = {data.n(cell.value)}"
+    assert lines[3] == f"算式 formula: {cell.formula}" and cell.formula
+    assert lines[4].startswith("实现 code: nanovllm/models/qwen3.py:") and lines[4].endswith("· Qwen3MLP.forward")
+    assert lines[6].startswith("实现 code: nanovllm/layers/activation.py:") and len(lines) == 8
+
+
+def test_the_page_script_joins_the_same_citation_from_the_diagram_json(all_):
+    """docs/js/diagrams.js joins head, what, formula and tail: the JSON holds exactly the parts diagram_cell_citation joins."""
+    import json
+
+    d, facts = all_["rmsnorm"], _facts()
+    got = json.loads(pages.data_json(d, facts))
+    for cell in (c for c in d.cells.values() if c.interactive):
+        entry = got["cells"][cell.id]
+        parts = [got["cite"]["head"], entry["what"], "算式 formula: " + entry["formula"], got["cite"]["tail"]]
+        assert "\n".join(p for p in parts if p) == pages.diagram_cell_citation(d, cell, facts)
+    assert "复制" in got["cite"]["label"] and "Copy" in got["cite"]["label"]
+
+
+def test_the_traced_diagram_cites_its_trace(table, traced_root: Path):
+    import json
+
+    trace = pages.traced_from(table)
+    assert trace.startswith("运行 trace: traces/") and table.claims["traced.norm.provenance"].value in trace
+    html = pages.expand("<p>{{diagram traced}}</p>", traced_root, table=lambda: table,
+                        sources=_facts().sources, files=_facts().files)
+    got = json.loads(html.split('class="dg-data">')[1].split("</script>")[0])
+    assert got["cite"]["tail"].endswith(trace) and "RMSNorm.add_rms_forward" in got["cite"]["tail"]
+    assert html.count('class="dg-ce-cite"') == 2
+
+
+def test_a_counterexample_citation_has_claim_right_and_wrong_values_verdict_and_code(all_):
+    d = all_["swiglu"]
+    relu = next(ce for ce in d.counterexamples if ce.key == "relu")
+    number = data.counterexample_numbers()["relu"]
+    text = pages.counterexample_citation(d, relu, number, _facts())
+    lines = text.split("\n")
+    assert lines[2] == f"反例 counterexample: 反例 {number}：{relu.title} · Counterexample {number}: {relu.title_en}"
+    assert lines[3].startswith("论断 claim: 错误读法") and lines[4] == "对比 compared:"
+    row = relu.rows[0]
+    assert lines[5] == f"  {row.label}: 正确 right {row.right} | 错误 wrong {row.wrong}"
+    assert any(x.startswith("结果 verdict: ") for x in lines) and "`" not in text
+    assert lines[-2].endswith("· Qwen3MLP.forward") and lines[-1].startswith("上游 upstream: ")
+    html = pages.diagram_html(d, _facts())
+    assert html.count('class="dg-ce-cite"') == 2 and 'class="an-cite" data-cite="text"' in html

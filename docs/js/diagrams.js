@@ -30,10 +30,32 @@
     }
     var out = box.querySelector(".dg-formula");
     if (out) {
-      out.textContent = entry.formula;
+      out.textContent = "";
+      var text = document.createElement("span");
+      text.className = "dg-formula-text";
+      text.textContent = entry.formula;
+      out.appendChild(text);
       out.setAttribute("data-for", id);
+      cite(out, data, entry);
       place(box, out, cell);
     }
+  }
+
+  // The selected cell's 引用 button: annotate.js copies the data-cite-text beside it. The parts come from
+  // the build (annotate/pages/diagrams.py diagram_cell_citation joins the same ones), nothing is made up here.
+  function cite(out, data, entry) {
+    if (!data.cite || !entry.what) return;
+    var text = [data.cite.head, entry.what, "算式 formula: " + entry.formula, data.cite.tail];
+    out.setAttribute("data-cite-text", text.filter(function (p) { return p; }).join("\n"));
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "an-cite";
+    button.setAttribute("data-cite", "text");
+    button.title = data.cite.label;
+    button.setAttribute("aria-label", data.cite.label);
+    button.textContent = "引用 cite";
+    out.appendChild(document.createTextNode(" "));
+    out.appendChild(button);
   }
 
   // On a phone the blocks stack into a long column: the formula moves to just below the block that was
