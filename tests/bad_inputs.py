@@ -420,6 +420,12 @@ ROWS: tuple[Row, ...] = (
         "layer '²' is not a number", replace("docs/lesson.md", "› residual › 2}}", "› residual › ²}}")),
     Row("notes", "未闭合的 `{{value`", "an unclosed `{{value`", ("build", "--site-dir", "{t}/site"),
         "unclosed {{value", append("docs/lesson.md", "\n见 {{value qwen3.py › Qwen3DecoderLayer.forward\n".encode())),
+    Row("notes", "公式的 `{{code}}` 指向不存在的语句", "a formula's `{{code}}` names a statement that is not there",
+        ("build", "--site-dir", "{t}/site"), "fix the symbol or statement text",
+        replace("docs/lesson.md", "› return F.silu(x) * y}}", "› return F.relu(x) * y}}")),
+    Row("notes", "`{{code}}` 不紧跟在公式后", "a `{{code}}` line that follows no formula", ("build", "--site-dir", "{t}/site"),
+        "must stand on its own line right after a display",
+        append("docs/lesson.md", "\n正文 prose\n\n{{code qwen3.py › Qwen3MLP.forward}}\n".encode())),
     # --- traces a build reads
     Row("trace", "记录的 line 是字符串", 'a record\'s line is "151"', ("build", "--site-dir", "{t}/site"),
         '$.records[0].line: expected an integer, got "151"', trace_json(lambda d: _record(d).update(line="151")), "trace"),
