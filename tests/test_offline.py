@@ -80,10 +80,12 @@ def test_404_is_styled_when_opened_from_disk(browser, built_site: Path) -> None:
     page.close()
 
 
-#: Material 9.8's statements that decide how and when the index loads (names as minified there)
-_BUNDLE = ('function ks(){return location.protocol==="file:"?_t(`${new URL("search/search_index.js",Or.base)}`)'
-           '.pipe(m(()=>__index),Z(1)):ze(new URL("search/search_index.json",Or.base))}'
-           'function Ei(e,t){let r=Mn(e);return L($(location.protocol!=="file:"),Je("search")).pipe(Re(o=>o),b(()=>t))}')
+#: A stand-in bundle written here (not Material's code, names made up): only the two shapes
+#: offline.lazy_search looks for in Material's — the index's source chosen by protocol, and the index
+#: asked for as the bundle starts unless on file://
+_BUNDLE = ('function pickIndex(){return location.protocol==="file:"?viaScript(`${new URL("search/search_index.js",base)}`)'
+           ':viaJson(new URL("search/search_index.json",base))}'
+           'function startSearch(el){return either(when(location.protocol!=="file:"),onToggle("search")).then(go)}')
 
 
 def _search_site(root: Path, bundle: str) -> Path:
@@ -100,9 +102,9 @@ def test_lazy_search_loads_the_script_on_any_protocol_and_drops_the_json(tmp_pat
     done = lazy_search(site)
     assert done.unchanged == "" and done.removed == len('{"docs": [1]}')
     text = done.bundle.read_text(encoding="utf-8") if done.bundle else ""
-    assert 'function ks(){return !0?_t(`${new URL("search/search_index.js"' in text     # the script, on any protocol
+    assert 'function pickIndex(){return !0?viaScript(`${new URL("search/search_index.js"' in text   # the script, on any protocol
     assert text == _BUNDLE.replace('return location.protocol==="file:"?', "return !0?").replace(
-        'L($(location.protocol!=="file:"),Je("search"))', 'Je("search")')      # the script, never at start
+        'either(when(location.protocol!=="file:"),onToggle("search"))', 'onToggle("search")')  # the script, never at start
     assert not (site / "search" / "search_index.json").exists()
     assert read_search_index(site) == {"docs": [1]}
 
