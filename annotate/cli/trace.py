@@ -6,6 +6,7 @@ from pathlib import Path
 
 from annotate.progress import Progress
 from annotate.project import Project
+from annotate.trace.monitor import BACKENDS
 from annotate.trace.options import DEVICES, DTYPE_NAMES, PRESETS, TRACE_DEFAULTS, TraceOptions
 
 HELP = "run the real (compiled) nano-vllm Qwen3 and record every line's values"
@@ -51,6 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--if-stale", action="store_true", help="do nothing when --out already holds a trace of the same inputs")
     p.add_argument("--full-tensors", action="store_true", help="store every recorded tensor, not only summaries")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--line-events", default=_DEFAULT.line_events, choices=BACKENDS,
+                   help="where the recorder's line events come from: monitoring (sys.monitoring, Python 3.12+; "
+                        "the default there) or settrace (the default before 3.12); the records are the same")
     p.set_defaults(func=run)
 
 
@@ -63,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.out if args.out is None or args.out.is_absolute() else root / args.out
     opts = TraceOptions(preset=args.preset, layers=args.layers, tokens=args.tokens, prompt=args.prompt,
                         model=args.model, dtype=args.dtype, device=args.device, seed=args.seed, root=root,
-                        tp=args.tp, init_method=args.init_method)
+                        tp=args.tp, init_method=args.init_method, line_events=args.line_events)
     progress = Progress(quiet=args.quiet)
     req = TraceRequest(opts, out, args.force, args.full_tensors, args.if_stale)
     fresh = up_to_date(req) if args.if_stale else None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.errors import UserError
+from annotate.trace.monitor import check_backend
 from annotate.vendoring.lock import VENDOR_DIR
 
 #: the dtypes a trace can run in (the valid --dtype choices; runtime.DTYPES maps them to torch's)
@@ -83,6 +84,9 @@ class TraceOptions:
     init_method: str | None = None
     #: import nano-vllm from this folder instead of <root>/vendor/nano-vllm (an experiment's edited copy)
     vendored: Path | None = None
+    #: where the recorder's line events come from (None: `sys.monitoring` on Python ≥ 3.12, else
+    #: `sys.settrace`); both give the same records (tests/test_monitor.py), so it is not an input of the trace
+    line_events: str | None = None
 
 
 #: the defaults of every option (a preset trace: its depth and length come from the preset)
@@ -99,6 +103,11 @@ def check_options(opts: TraceOptions) -> None:
         raise UserError(f"--seed {opts.seed}: out of range; pass a whole number from 0 to {MAX_SEED}")
     if opts.tp < 1:
         raise UserError(f"--tp {opts.tp}: need at least 1 rank")
+    if opts.line_events is not None:
+        try:
+            check_backend(opts.line_events)
+        except ValueError as e:
+            raise UserError(f"--line-events {opts.line_events}: {e}") from None
     if opts.init_method is not None and opts.tp == 1:
         raise UserError("--init-method: only a --tp run (2 or more ranks) has a rendezvous; pass --tp N or drop it")
     if opts.model is None and opts.preset not in PRESETS:

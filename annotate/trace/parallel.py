@@ -253,7 +253,7 @@ def record_rank(rank: int, opts: TraceOptions) -> None:
     try:
         mods = runtime.import_vendored(opts.root, rt.device.type, runtime.traced_root(opts))
         runtime.run_prefill(rt)   # compile
-        rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=True)
+        rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=True, backend=opts.line_events)
         with rec.recording():
             runtime.run_prefill(rt)
         rec.uninstall()
@@ -343,7 +343,7 @@ def tp1_records(opts: TraceOptions) -> list[Any]:
     try:
         mods = runtime.import_vendored(opts.root, rt.device.type, runtime.traced_root(opts))
         runtime.run_prefill(rt)
-        rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=True)
+        rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=True, backend=opts.line_events)
         with rec.recording():
             runtime.run_prefill(rt)
         rec.uninstall()

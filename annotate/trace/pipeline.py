@@ -98,7 +98,7 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
         plain = runtime.run_prefill(rt)
     interrupted()
     compiled = _delta(internals.dynamo_counts(), before)
-    rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=opts.tp > 1)
+    rec = Recorder(rt.model, mods, runtime.traced_root(opts), parallel=opts.tp > 1, backend=opts.line_events)
     before = internals.dynamo_counts()
     with progress.step("record", "second prefill under the line recorder, replaying compiled bodies eagerly"):
         with rec.recording():
@@ -167,7 +167,7 @@ def _meta(opts: TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
                      "recording_changed_output": not same},
         "reference": {"implementation": f"transformers Qwen3ForCausalLM ({ref.attn_implementation} attention)",
                       "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE, "margin": MARGIN},
-        "recorder": {"copies_taken": rec.copies.taken, "copies_reused": rec.copies.reused,
+        "recorder": {"line_events": rec.backend, "copies_taken": rec.copies.taken, "copies_reused": rec.copies.reused,
                      "views_of_copies": rec.copies.derived},
         "tensors_saved": saved,
         "inputs_key": key,

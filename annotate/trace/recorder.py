@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import sys
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType, FrameType
@@ -35,6 +35,7 @@ from annotate.trace.aliasing import AliasGroup, alias_groups, tensors as _tensor
 from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
+from annotate.trace.monitor import Handlers, LineMonitor, check_backend, default_backend
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.sourcemap import CodeInfo, TracedStatement, code_info
 
@@ -162,12 +163,16 @@ class Recorder:
     """Records a forward of the vendored model; `install()` once, then `with recording(): …`."""
 
     def __init__(self, model: torch.nn.Module, mods: dict[str, Any], vendor_root: Path, replay: bool = True,
-                 traced: dict[str, Callable] | None = None, parallel: bool = False) -> None:
+                 traced: dict[str, Callable] | None = None, parallel: bool = False,
+                 backend: str | None = None) -> None:
         """``mods``: nano-vllm's vendored modules (its forwards are traced, its compiled bodies replayed).
         ``traced`` instead names the Python functions to trace in another model (HF transformers'
         Qwen3, eager): nothing is compiled there, so nothing is wrapped or replayed. ``parallel``
-        also traces the tensor-parallel forwards (:data:`PARALLEL_FORWARDS`) where the all_reduces are."""
+        also traces the tensor-parallel forwards (:data:`PARALLEL_FORWARDS`) where the all_reduces are.
+        ``backend``: where line events come from, `monitoring` (PEP 669, the default on Python ≥ 3.12)
+        or `settrace`; both give the same records (`monitor.py`)."""
         self.model = model
+        self.backend = check_backend(backend or default_backend())
         self.replay = replay  # False: line values only (the benchmark uses it to split the overhead)
         self.vendor_root = vendor_root
         self.compiled_targets: list[tuple[type, str, str]] = []
@@ -399,7 +404,6 @@ class Recorder:
     def recording(self) -> Iterator[None]:
         """Trace and replay while the block runs; compiled functions still run compiled."""
         self.install()
-        previous = sys.gettrace()
         # no hook anywhere and no module-level compile: nn.Module's call machinery then only passes
         # arguments and results through; no mode installed: Tensor methods run torch's own code
         self._direct_calls = not internals.hooks_installed(self.model)
@@ -407,18 +411,38 @@ class Recorder:
         self.copies.clear()
         self.graphs.start()
         self.active = True
-        sys.settrace(self._global_tracer())
         try:
-            yield
-            self._run_replays()
-            sys.settrace(previous)   # what follows is bookkeeping: it need not run traced
-            self._materialize()
+            with self._line_events():
+                yield
+                self._run_replays()
+            self._materialize()   # bookkeeping: it need not run traced
         finally:
-            sys.settrace(previous)
             self.active = False
             self._replays.clear()
             self.copies.forget()   # (its counts stay: they describe this recording)
             self.graphs.stop()     # (so does what it trusted)
+
+    def _line_events(self) -> AbstractContextManager[Any]:
+        """Line events of the watched code objects while the block runs, from the chosen backend."""
+        if self.backend == "monitoring":
+            watched = self._watched
+
+            def start(frame: FrameType, code_id: int) -> _Frame | None:
+                return self._watched_frame(frame, *watched[code_id])
+
+            codes = [*self.bodies, *self.traced]
+            return LineMonitor(codes, Handlers(start, self._line, self._return, self.copies.forget))
+        return self._settrace()
+
+    @contextmanager
+    def _settrace(self) -> Iterator[None]:
+        """`sys.settrace` with the global trace function below, then whatever was set before."""
+        previous = sys.gettrace()
+        sys.settrace(self._global_tracer())
+        try:
+            yield
+        finally:
+            sys.settrace(previous)
 
     def _global_tracer(self) -> Callable:
         """The global trace function: only the chosen code objects get a line tracer.
@@ -437,6 +461,11 @@ class Recorder:
         return on_call
 
     def _on_watched(self, frame: FrameType, info: CodeInfo, source: str) -> Callable | None:
+        state = self._watched_frame(frame, info, source)
+        return None if state is None else self._local_tracer(state)
+
+    def _watched_frame(self, frame: FrameType, info: CodeInfo, source: str) -> _Frame | None:
+        """A frame of a watched code object starts: its state, or None when it is not recorded."""
         if source == "replay" and not self.replay_stack:
             # an original compiled body running outside a replay: the compiled path fell back to eager
             self.escapes[info.qualname] = self.escapes.get(info.qualname, 0) + 1
@@ -453,7 +482,8 @@ class Recorder:
             frame = frame.f_back
         return frame is not None
 
-    def _start_frame(self, frame: FrameType, info: CodeInfo, source: str) -> Callable:
+    def _start_frame(self, frame: FrameType, info: CodeInfo, source: str) -> _Frame:
+        """A watched frame has started: its layer and module, its entry record, its per-frame state."""
         f_locals = frame.f_locals   # each read of frame.f_locals syncs the dict again: read it once
         owner = f_locals.get("self")
         if source == "replay":
@@ -473,31 +503,45 @@ class Recorder:
         self.copies.entered(state, caller, caller is not None and self._reaches(frame.f_back, caller.frame))
         self.frames.append(state)
         self._record_entry(f_locals, state)
-        statements = info.statements
-        copies = self.copies
+        return state
+
+    def _line(self, state: _Frame, frame: FrameType, lineno: int) -> None:
+        """A line of a watched frame starts: if it begins another statement, the current one is done."""
+        stmt = state.info.statements.get(lineno)
+        if stmt is not None and stmt is not state.current:
+            self.copies.line(state, state.current, state.read_only_call)
+            if state.current is not None:
+                self._finish(frame, state, None)
+            state.current = stmt
+            method = stmt.statement.method
+            state.read_only_call = method is not None and method[0] != "self" and self._contract \
+                and reads_only(frame.f_locals.get(method[0]), method[1])
+
+    def _return(self, state: _Frame, frame: FrameType, retval: Any) -> None:
+        """A watched frame returns `retval` (None when an exception unwinds it)."""
+        self.copies.line(state, state.current, state.read_only_call)
+        if state.current is not None:
+            self._finish(frame, state, retval)
+            state.current = None
+        if self.frames and self.frames[-1] is state:
+            self.frames.pop()
+        caller = self.frames[-1] if self.frames else None
+        self.copies.returned(caller, caller is not None and self._reaches(frame.f_back, caller.frame))
+
+    def _local_tracer(self, state: _Frame) -> Callable:
+        """`sys.settrace`'s per-frame trace function for one watched frame."""
+        statements = state.info.statements
 
         def local(frame: FrameType, event: str, arg: Any) -> Callable:
             if event == "line":
+                # the common case, a line inside the current statement, returns without a call
                 stmt = statements.get(frame.f_lineno)
                 if stmt is not None and stmt is not state.current:
-                    copies.line(state, state.current, state.read_only_call)
-                    if state.current is not None:
-                        self._finish(frame, state, None)
-                    state.current = stmt
-                    method = stmt.statement.method
-                    state.read_only_call = method is not None and method[0] != "self" and self._contract \
-                        and reads_only(frame.f_locals.get(method[0]), method[1])
+                    self._line(state, frame, frame.f_lineno)
             elif event == "return":
-                copies.line(state, state.current, state.read_only_call)
-                if state.current is not None:
-                    self._finish(frame, state, arg)
-                    state.current = None
-                if self.frames and self.frames[-1] is state:
-                    self.frames.pop()
-                caller = self.frames[-1] if self.frames else None
-                copies.returned(caller, caller is not None and self._reaches(frame.f_back, caller.frame))
+                self._return(state, frame, arg)
             elif event == "exception":
-                copies.forget()
+                self.copies.forget()
             return local
 
         return local
