@@ -6,14 +6,14 @@ STAMP  := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 TRACE  ?= traces/cpu
 
-.PHONY: site test install vendor trace experiments build serve browser bench clean gpu-wheels lint
+.PHONY: site test install vendor trace experiments build serve browser bench clean gpu-wheels lint py312
 
 ## site: install, materialise the vendor copy, trace on CPU, run the experiments, build the site into site/
 site: install vendor trace experiments build
 
-## test: install, materialise the vendor copy, make sure Chromium is there, lint and type-check, run the test suite
-test: install vendor browser lint
-	$(BIN)/python -m pytest
+## test: install, materialise the vendor copy, make sure Chromium is there, a Python 3.12 beside it, lint and type-check, run the test suite
+test: install vendor browser py312 lint
+	ANNOTATE_PY312=$(VENV312)/bin/python $(BIN)/python -m pytest
 
 ## lint: ruff and mypy, configured in pyproject.toml
 lint: install
@@ -64,6 +64,19 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { $(APT_GET) update -q && $(APT_GET) install -y -q chromium; }
 	@test -n "$$(fc-list :lang=zh 2>/dev/null)" || { $(APT_GET) update -q && $(APT_GET) install -y -q fonts-noto-cjk; }
 
+## py312: a second venv (.venv312) on Python 3.12, where the recorder takes its line events from sys.monitoring
+## (PEP 669), as on the GPU image: tests/test_monitor.py records the tiny trace there with both backends and
+## compares them. pip takes torch 2.13.0 from the package index for 3.12 (a CUDA build, ~2.6 GB of downloads;
+## it runs on the CPU). No Python 3.12 on this machine: it says so, and those tests skip.
+VENV312 := .venv312
+PY312 = $(shell scripts/find-python.sh 3.12)
+py312: $(VENV312)/.installed-stamp
+$(VENV312)/.installed-stamp: pyproject.toml
+	@if [ -z "$(PY312)" ]; then echo "[py312] no Python 3.12 found (PATH, pyenv): the sys.monitoring tests will skip"; else \
+	  test -x $(VENV312)/bin/python || $(PY312) -m venv $(VENV312); \
+	  $(VENV312)/bin/python -m pip install --quiet --upgrade pip && \
+	  $(VENV312)/bin/python -m pip install --quiet -e . && touch $@; fi
+
 bench: install vendor
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
@@ -75,4 +88,4 @@ gpu-wheels: install
 	PYTHON=$(BIN)/python scripts/gpu-wheels.sh $(GPU_WHEELS) 3.12
 
 clean:
-	rm -rf site .cache test-artifacts node_modules
+	rm -rf site .cache test-artifacts node_modules $(VENV312)
