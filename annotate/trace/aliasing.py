@@ -46,12 +46,19 @@ def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
+#: per pass over snapshots (see `alias_groups`): storage keys by tensor identity, and every alias
+#: group of a set of named tensors by their names and identities
+StorageKeys = dict[int, tuple[torch.Tensor, "tuple[torch.device, int] | None"]]
+GroupMemo = dict[tuple[tuple[str, int], ...], list[AliasGroup]]
+
+
 def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
-                 keys: dict[int, tuple[torch.Tensor, tuple[torch.device, int] | None]] | None = None) -> list[AliasGroup]:
+                 keys: StorageKeys | None = None, memo: GroupMemo | None = None) -> list[AliasGroup]:
     """Names (locals and return values) sharing storage, in groups touching a recorded name.
 
-    ``keys``: storage keys by tensor identity, shared by the calls of one pass over snapshots that
-    hold their tensors (so no id is reused meanwhile): one frame's locals recur in every record of it."""
+    ``keys`` and ``memo`` are shared by the calls of one pass over snapshots that hold their
+    tensors (so no id is reused meanwhile): one frame's locals recur in every record of it, mostly
+    unchanged, so the groups of the same names bound to the same tensors are worked out once."""
     if not recorded:
         return []
     candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
@@ -61,7 +68,18 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
         candidates += tensors(retval, "return")
     if len(candidates) < 2:
         return []
-    keys = {} if keys is None else keys
+    if memo is None:
+        every = _all_groups(candidates, {} if keys is None else keys)
+    else:
+        sig = tuple((n, id(t)) for n, t in candidates)
+        every = memo.get(sig)
+        if every is None:
+            every = memo[sig] = _all_groups(candidates, {} if keys is None else keys)
+    return [AliasGroup(list(g.names), list(g.same)) for g in every if any(n in recorded for n in g.names)]
+
+
+def _all_groups(candidates: list[tuple[str, torch.Tensor]], keys: StorageKeys) -> list[AliasGroup]:
+    """Every group of two or more of `candidates` that share a storage."""
     groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
     for n, t in candidates:
         hit = keys.get(id(t))
@@ -70,4 +88,4 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
         if hit[1] is not None:
             groups.setdefault(hit[1], []).append((n, t))
     return [AliasGroup(sorted(n for n, _ in members), same_memory(members))
-            for members in groups.values() if len(members) > 1 and any(n in recorded for n, _ in members)]
+            for members in groups.values() if len(members) > 1]

@@ -82,20 +82,22 @@ class CopyCache:
         if not self.share:
             self.taken += 1
             return clone(t)
-        copy = self._view_of_copy(t) if self._storages else None
+        key = storage_key(t)
+        copy = self._view_of_copy(t, key) if self._storages else None
         if copy is None:
             copy = clone(t)
             self.taken += 1
             if t.is_contiguous():
-                self._storages[storage_key(t)] = (t, copy)
+                self._storages[key] = (t, copy)
         else:
             self.derived += 1
         self._copies[id(t)] = (t, copy)
         return copy
 
-    def _view_of_copy(self, t: torch.Tensor) -> torch.Tensor | None:
-        """`t` seen through the copy of a contiguous tensor of the same storage that covers it."""
-        hit = self._storages.get(storage_key(t))
+    def _view_of_copy(self, t: torch.Tensor, key: tuple[torch.device, int]) -> torch.Tensor | None:
+        """`t` (whose storage key is `key`) seen through the copy of a contiguous tensor of the same
+        storage that covers it."""
+        hit = self._storages.get(key)
         if hit is None:
             return None
         base, copy = hit

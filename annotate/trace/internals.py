@@ -137,14 +137,16 @@ def module_call_codes() -> frozenset[int]:
     return frozenset(id(f.__code__) for f in (module._wrapped_call_impl, module._call_impl))
 
 
-def hooks_installed(model: torch.nn.Module) -> bool:
-    """Any module hook (global or on `model`'s modules) or a module-level compile."""
+def hooks_installed(model: torch.nn.Module, modules: list[torch.nn.Module] | None = None) -> bool:
+    """Any module hook (global or on `model`'s modules) or a module-level compile. ``modules``:
+    `model.modules()` listed already (walking the tree costs more than checking it)."""
     from torch.nn.modules import module as nn_module
 
     if any(getattr(nn_module, name, None) for name in GLOBAL_HOOKS):
         return True
-    return any(getattr(m, name, None) for m in model.modules() for name in MODULE_HOOKS) or \
-        any(getattr(m, MODULE_COMPILED_CALL, None) is not None for m in model.modules())
+    mods = list(model.modules()) if modules is None else modules
+    return any(getattr(m, name, None) for m in mods for name in MODULE_HOOKS) or \
+        any(getattr(m, MODULE_COMPILED_CALL, None) is not None for m in mods)
 
 
 def modes_installed() -> bool:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from annotate.trace.aliasing import AliasGroup, alias_groups, tensors as _tensors
+from annotate.trace.aliasing import AliasGroup, GroupMemo, StorageKeys, alias_groups, tensors as _tensors
 from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
@@ -217,6 +217,7 @@ class Recorder:
             **{id(c): (i, "replay") for c, i in self.bodies.items()},
             **{id(c): (i, "traced") for c, i in self.traced.items()}}
         self.names = {id(m): n for n, m in model.named_modules()}
+        self._modules = list(model.modules())   # the module tree is fixed once recorded (as `names` assumes)
         self._where: dict[int, tuple[str | None, int | None]] = {}   # id(module) -> (name, layer)
         self._watch: dict[int, tuple[TracedStatement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
         self.records: list[RawRecord] = []
@@ -281,6 +282,11 @@ class Recorder:
         def call_compiled(*args: Any) -> Any:
             if not self.active:
                 return compiled(*args)
+            if not _SUSPEND:   # the tracer stays on (3.12+): an eager fallback shows as a frame of `orig`
+                ticket = self._before_compiled(call_compiled, qual, orig, module, sys._getframe(1), args)
+                out = compiled(*args)
+                self._after_compiled(ticket, out)
+                return out
             # inline rather than a context manager: its __enter__ would itself run traced
             tracer = sys.gettrace()
             if _SUSPEND:
@@ -406,10 +412,11 @@ class Recorder:
         self.install()
         # no hook anywhere and no module-level compile: nn.Module's call machinery then only passes
         # arguments and results through; no mode installed: Tensor methods run torch's own code
-        self._direct_calls = not internals.hooks_installed(self.model)
+        self._direct_calls = not internals.hooks_installed(self.model, self._modules)
         self._contract = not internals.modes_installed()
         self.copies.clear()
-        self.graphs.start()
+        if _SUSPEND:   # the count only decides when the 3.11 tracer may be set aside (`_wrapper`)
+            self.graphs.start()
         self.active = True
         try:
             with self._line_events():
@@ -508,14 +515,18 @@ class Recorder:
     def _line(self, state: _Frame, frame: FrameType, lineno: int) -> None:
         """A line of a watched frame starts: if it begins another statement, the current one is done."""
         stmt = state.info.statements.get(lineno)
-        if stmt is not None and stmt is not state.current:
-            self.copies.line(state, state.current, state.read_only_call)
-            if state.current is not None:
-                self._finish(frame, state, None)
-            state.current = stmt
-            method = stmt.statement.method
-            state.read_only_call = method is not None and method[0] != "self" and self._contract \
-                and reads_only(frame.f_locals.get(method[0]), method[1])
+        if stmt is None or stmt is state.current:
+            return
+        self.copies.line(state, state.current, state.read_only_call)
+        f_locals = self._finish(frame, state, None) if state.current is not None else None
+        state.current = stmt
+        method = stmt.statement.method
+        if method is not None and method[0] != "self" and self._contract:
+            # the locals `_finish` just read are the frame's as they are now: no second sync
+            receiver = (frame.f_locals if f_locals is None else f_locals).get(method[0])
+            state.read_only_call = reads_only(receiver, method[1])
+        else:
+            state.read_only_call = False
 
     def _return(self, state: _Frame, frame: FrameType, retval: Any) -> None:
         """A watched frame returns `retval` (None when an exception unwinds it)."""
@@ -558,8 +569,9 @@ class Recorder:
                 vars_ += [(n, take(t), "argument") for n, t in _tensors(value, p)]
         self._raw.append((state, None, vars_, f_locals.copy(), None, self._sort_key()))
 
-    def _finish(self, frame: FrameType, state: _Frame, retval: Any) -> None:
+    def _finish(self, frame: FrameType, state: _Frame, retval: Any) -> dict[str, Any]:
         """The statement `state.current` has completed: copy what it assigned (and the live pair).
+        Returns the frame's locals as read now.
 
         This runs after every statement of the recorded forward, so it only takes the copies and
         keeps plain tuples; records are built after the forward (`_materialize`)."""
@@ -586,6 +598,7 @@ class Recorder:
         else:
             key = self._sort_key()
         self._raw.append((state, stmt, vars_, f_locals.copy(), retval if is_return else None, key))
+        return f_locals
 
     def _sort_key(self) -> tuple[int, int, int]:
         """Where a record goes in the final order: in event order, except that a deferred replay's
@@ -603,7 +616,8 @@ class Recorder:
         frame's locals; layers, hit counts and aliasing are worked out here. Aliasing from the
         snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
         its memory handed to another tensor) before this runs."""
-        keys: dict[int, Any] = {}   # storage keys by tensor identity, for this pass (see `alias_groups`)
+        keys: StorageKeys = {}   # storage keys by tensor identity, for this pass (see `alias_groups`)
+        memo: GroupMemo = {}     # alias groups by names and tensor identities, for this pass
         for state, stmt, raw_vars, f_locals, retval, key in self._raw:
             info = state.info
             vars_ = [RawVar(n, t, role) for n, t, role in raw_vars]
@@ -616,7 +630,7 @@ class Recorder:
                     layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
                 hit = state.hits.get((line, layer), 0)
                 state.hits[(line, layer)] = hit + 1
-            aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys)
+            aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys, memo)
             self.records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
                                           state.module, state.call, hit, 0, text, vars_, aliases, key))
         self._raw.clear()
