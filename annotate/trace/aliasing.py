@@ -72,9 +72,8 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
         every = _all_groups(candidates, {} if keys is None else keys)
     else:
         sig = tuple((n, id(t)) for n, t in candidates)
-        every = memo.get(sig)
-        if every is None:
-            every = memo[sig] = _all_groups(candidates, {} if keys is None else keys)
+        known = memo.get(sig)
+        every = memo[sig] = _all_groups(candidates, {} if keys is None else keys) if known is None else known
     return [AliasGroup(list(g.names), list(g.same)) for g in every if any(n in recorded for n in g.names)]
 
 
