@@ -79,6 +79,7 @@ $(VENV312)/.installed-stamp: pyproject.toml
 
 bench: install vendor
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
+	if [ -x $(VENV312)/bin/python ]; then $(VENV312)/bin/python bench/bench_trace.py --no-identify; fi
 
 ## gpu-wheels: the ten wheels scripts/gpu-check.sh carries to the GPU image (cp312; list in
 ## scripts/gpu-wheels.txt) into gpu-wheels/ (git-ignored). Then, with the device tool's run:

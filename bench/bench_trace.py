@@ -7,10 +7,17 @@ One process, 1 torch thread (`--threads N` to change), CPU, bfloat16, the same c
             compiled bodies, which the recorder runs right after the forward (the whole recording)
 The modes are interleaved round by round in a shuffled order, so background load on a shared
 machine hits them alike; each ratio is the median of per-round ratios (each recorded run against
-the plain run of its own round). `ratio` counts until the records are in hand (replays and the bookkeeping after the forward
-included), `cpu_ratio` the same in this process's CPU time (what other processes on a shared machine
-take is left out), `forward_ratio` the forward under the recorder alone; `per_line_us` is the recorder's
-extra time (to records in hand) per record it made.
+the plain run of its own round). `ratio` counts until the records are in hand (replays and the
+bookkeeping after the forward included, which the recorder does on first access to its records),
+`hot_ratio` the forward and the replays (what runs while the program's tensors are live),
+`cpu_ratio` the whole in this process's CPU time (what other processes on a shared machine take is
+left out), `forward_ratio` the forward under the recorder alone; `per_line_us` is the recorder's
+extra time (to records in hand) per record it made. `replays alone, untraced`: the compiled bodies'
+eager replays on their saved inputs with nothing recording — the floor of `lines + replays` that no
+recorder can remove, as a ratio to the plain forward.
+Line events come from the interpreter's default (`sys.settrace` on 3.11, `sys.monitoring` on 3.12+;
+`--line-events NAME` to choose); each interpreter writes its own results file (`make bench` runs
+the 3.12 venv of `make py312` too, overhead rows only).
 Shapes: tiny (4 layers, 12 tokens: a forward as fast as a real model's on a GPU) and qwen3-0.6b cut
 to 4 layers, 32 tokens.
 
@@ -22,9 +29,10 @@ shuffled rounds (median of per-round ratios), in this process's CPU time: each s
 long enough for other processes on a shared machine to take the core in between.
 The issue's target: 28 L / 4 L ≤ 8 (linear in layers: 7×).
 
-Options: --threads N, --rounds N, --no-overhead, --no-identify, --full-trace (then one whole `annotate trace` in a
-fresh process and its time breakdown). Writes bench/results/trace.json: {"bench": "trace", ..., "rows": [flat records]}, which the README's
-performance table is generated from. Benchmarks print and write; they never assert timing.
+Options: --threads N, --rounds N, --no-overhead, --no-identify, --line-events NAME, --full-trace (then one whole
+`annotate trace` in a fresh process and its time breakdown). Writes bench/results/trace.json (trace-py312.json
+on 3.12): {"bench": "trace", ..., "rows": [flat records]}, which the README's performance table is generated
+from. Benchmarks print and write; they never assert timing.
 """
 from __future__ import annotations
 
@@ -45,10 +53,13 @@ import torch  # noqa: E402
 
 from annotate.trace import assemble, runtime  # noqa: E402
 from annotate.trace.options import PRESETS, TraceOptions  # noqa: E402
+from annotate.trace.monitor import default_backend  # noqa: E402
 from annotate.trace.recorder import Recorder  # noqa: E402
 from annotate.trace.reference import Identifier, PeerRun, run_reference  # noqa: E402
 
-RESULTS = ROOT / "bench" / "results" / "trace.json"
+PYTHON = ".".join(map(str, sys.version_info[:2]))
+#: one results file per interpreter: 3.11 (sys.settrace; and the identify rows) and 3.12 (sys.monitoring)
+RESULTS = ROOT / "bench" / "results" / ("trace.json" if PYTHON == "3.11" else f"trace-py{PYTHON.replace('.', '')}.json")
 ROUNDS = 30
 #: (preset, layers, tokens) of the overhead rows
 SHAPES = (("tiny", 4, 12), ("qwen3-0.6b", 4, 32))
@@ -61,31 +72,64 @@ PATHS = ("default", "prefilter on", "no prefilter")
 TARGETS = {("tiny", "lines"): 1.25, ("tiny", "lines + replays"): 1.6, ("identify", "28L / 4L"): 8.0}
 
 
-def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, int]:
-    """One recorded prefill: seconds of the forward under the recorder, seconds until the records
-    are in hand (replays and the after-forward bookkeeping included), the latter in this process's
-    CPU time, and how many records it made."""
+def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, float, int]:
+    """One recorded prefill: seconds of the forward under the recorder, of the forward and the
+    replays (the hot path: what runs while the program's tensors are live), until the records are
+    in hand (the bookkeeping after the forward included), the latter in this process's CPU time,
+    and how many records it made."""
     rec.install()
     rec.reset()
     c0, t0 = time.process_time(), time.perf_counter()
     with rec.recording():
         runtime.run_prefill(rt)
         t1 = time.perf_counter()
-    t2, c2 = time.perf_counter(), time.process_time()
+    t2 = time.perf_counter()
+    n = len(rec.records)   # built on first access
+    t3, c3 = time.perf_counter(), time.process_time()
     rec.uninstall()
-    return t1 - t0, t2 - t0, c2 - c0, len(rec.records)
+    return t1 - t0, t2 - t0, t3 - t0, c3 - c0, n
 
 
-def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[str, Any]]:
+class _KeepsReplays(Recorder):
+    """A recorder that also keeps each compiled call's saved inputs, for the untraced replay floor."""
+
+    kept: list[Any] = []
+
+    def _run_replays(self) -> None:
+        self.kept = list(self._replays)
+        super()._run_replays()
+
+
+def replay_floor(rec: _KeepsReplays, rt: runtime.Runtime, rounds: int) -> float:
+    """Median seconds of the compiled bodies' eager replays with nothing recording: the part of
+    `lines + replays` no recorder can remove (the eager ops themselves)."""
+    rec.install()
+    rec.reset()
+    with rec.recording():
+        runtime.run_prefill(rt)
+    rec.uninstall()
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for p in rec.kept:
+            inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in p.inputs]
+            with torch.inference_mode(p.inference_mode):
+                p.orig(p.module, *inputs)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def overhead(preset: str, layers: int, tokens: int, rounds: int, backend: str) -> list[dict[str, Any]]:
     """Rows for one shape: lines and lines + replays against the plain forward, interleaved."""
     rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT))
     try:
         mods = runtime.import_vendored(ROOT, "cpu")
         runtime.run_prefill(rt)   # compile
-        recorders = {"lines": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=False),
-                     "lines + replays": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=True)}
+        recorders = {"lines": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=False, backend=backend),
+                     "lines + replays": _KeepsReplays(rt.model, mods, runtime.vendor_root(ROOT), replay=True,
+                                                      backend=backend)}
         times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
-                                         **{f"{m} fwd": [] for m in recorders}, **{f"{m} cpu": [] for m in recorders}}
+                                         **{f"{m} {k}": [] for m in recorders for k in ("fwd", "hot", "cpu")}}
         counts: dict[str, int] = {}
 
         def plain() -> None:
@@ -96,8 +140,9 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[st
 
         def mode(name: str) -> Callable[[], None]:
             def run() -> None:
-                forward, total, cpu, counts[name] = _recorded(recorders[name], rt)
+                forward, hot, total, cpu, counts[name] = _recorded(recorders[name], rt)
                 times[f"{name} fwd"].append(forward)
+                times[f"{name} hot"].append(hot)
                 times[name].append(total)
                 times[f"{name} cpu"].append(cpu)
             return run
@@ -111,6 +156,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[st
         for _ in range(rounds):
             for step in order.sample(steps, len(steps)):
                 step()
+        floor = replay_floor(recorders["lines + replays"], rt, rounds)   # type: ignore[arg-type]
     finally:
         rt.close()
     off = statistics.median(times["off"])
@@ -122,12 +168,18 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int) -> list[dict[st
     for m in recorders:
         extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": m,
-                     "ratio": round(ratio(m), 3), "forward_ratio": round(ratio(f"{m} fwd"), 3),
+                     "python": PYTHON, "line_events": backend,
+                     "ratio": round(ratio(m), 3), "hot_ratio": round(ratio(f"{m} hot"), 3),
+                     "forward_ratio": round(ratio(f"{m} fwd"), 3),
                      "cpu_ratio": round(ratio(f"{m} cpu", "off cpu"), 3),
                      "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": counts[m],
                      "per_line_us": round(extra / max(counts[m], 1) * 1e6, 2),
                      "target": TARGETS.get((preset, m)), "rounds": rounds})
+    rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
+                 "mode": "replays alone, untraced", "python": PYTHON, "line_events": None,
+                 "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),
+                 "rounds": rounds})
     return rows
 
 
@@ -223,14 +275,16 @@ def main(argv: list[str]) -> None:
     # 1 thread: on a loaded machine OpenMP would spin against other processes; per-line costs are
     # Python's, and a GPU forward is as short as the tiny one on one core
     torch.set_num_threads(threads)
+    backend = argv[argv.index("--line-events") + 1] if "--line-events" in argv else default_backend()
     rows: list[dict[str, Any]] = []
     for preset, layers, tokens in () if "--no-overhead" in argv else SHAPES:
-        rows += overhead(preset, layers, tokens, rounds)
-        for r in rows[-2:]:
-            print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (CPU time {r['cpu_ratio']:.2f}x; "
-                  f"under the forward {r['forward_ratio']:.2f}x; "
+        rows += overhead(preset, layers, tokens, rounds, backend)
+        for r in rows[-3:-1]:
+            print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (hot path {r['hot_ratio']:.2f}x; "
+                  f"CPU time {r['cpu_ratio']:.2f}x; under the forward {r['forward_ratio']:.2f}x; "
                   f"plain forward {r['forward_ms']:.1f} ms, "
-                  f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records)")
+                  f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records; {backend})")
+        print(f"{rows[-1]['shape']:>22} {rows[-1]['mode']}: {rows[-1]['ratio']:.2f}x of a plain forward")
     if "--no-identify" not in argv:
         rows += identify_rows(IDENTIFY_ROUNDS)
         for r in rows:

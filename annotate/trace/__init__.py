@@ -8,7 +8,8 @@ Modules, lowest first, each with one job:
 * `kernels`    capture of the code Inductor generates (C++ on CPU, Triton on GPU)
 * `runtime`    process group, presets, random HF-layout checkpoints, the vendored model, prefill context
 * `sourcemap`  per traced line, its statement of the one model (`annotate.source`) and its bytecode effect
-* `recorder`   sys.settrace line recorder, eager replay of compiled bodies, compiled-ran-compiled check
+* `recorder`   line recorder, eager replay of compiled bodies, compiled-ran-compiled check
+* `monitor`    line events from sys.monitoring (PEP 669, Python 3.12+) for the watched code objects only
 * `reference`  HF transformers peer, math variables, identification by comparison
 * `provenance` vendor pin and hashes, versions, device
 * `assemble`   raw recording → trace payload (summaries, identities, flags, summary tables)

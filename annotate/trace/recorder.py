@@ -220,7 +220,7 @@ class Recorder:
         self._modules = list(model.modules())   # the module tree is fixed once recorded (as `names` assumes)
         self._where: dict[int, tuple[str | None, int | None]] = {}   # id(module) -> (name, layer)
         self._watch: dict[int, tuple[TracedStatement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
-        self.records: list[RawRecord] = []
+        self._records: list[RawRecord] = []
         #: finished statements and entries as the forward produced them (see `_materialize`)
         #: per finished statement (or entry, stmt None): frame, statement, (name, copy, role), locals, return, order
         self._raw: list[tuple[_Frame, TracedStatement | None, list[tuple[str, torch.Tensor, str]], dict[str, Any], Any,
@@ -422,7 +422,7 @@ class Recorder:
             with self._line_events():
                 yield
                 self._run_replays()
-            self._materialize()   # bookkeeping: it need not run traced
+            # the records are built when first asked for (`records`): bookkeeping, off the hot path
         finally:
             self.active = False
             self._replays.clear()
@@ -631,16 +631,16 @@ class Recorder:
                 hit = state.hits.get((line, layer), 0)
                 state.hits[(line, layer)] = hit + 1
             aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys, memo)
-            self.records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
+            self._records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
                                           state.module, state.call, hit, 0, text, vars_, aliases, key))
         self._raw.clear()
-        self.records.sort(key=lambda r: r.sort_key)
-        for i, r in enumerate(self.records):
+        self._records.sort(key=lambda r: r.sort_key)
+        for i, r in enumerate(self._records):
             r.order = i
 
     def reset(self) -> None:
         """Forget what was recorded (keep the wrappers): for repeated runs in one process."""
-        self.records.clear()
+        self._records.clear()
         self._raw.clear()
         self._checks.clear()
         self._pending.clear()
@@ -653,6 +653,15 @@ class Recorder:
         self._replays.clear()
 
     # ------------------------------------------------------------ results
+
+    @property
+    def records(self) -> list[RawRecord]:
+        """Every record of the recordings so far, in program order. Built from the raw events on
+        first access after a recording (layers, hit counts, aliasing: `_materialize`), so the
+        recorded forward and its replays pay only for the copies."""
+        if self._raw and not self.active:
+            self._materialize()
+        return self._records
 
     def code_infos(self) -> list[CodeInfo]:
         """Every function the recorder knows (traced forwards, compiled bodies, helpers)."""
