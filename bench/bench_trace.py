@@ -15,9 +15,10 @@ left out), `forward_ratio` the forward under the recorder alone; `per_line_us` i
 extra time (to records in hand) per record it made. `replays alone, untraced`: the compiled bodies'
 eager replays on their saved inputs with nothing recording — the floor of `lines + replays` that no
 recorder can remove, as a ratio to the plain forward.
-Line events come from the interpreter's default (`sys.settrace` on 3.11, `sys.monitoring` on 3.12+;
-`--line-events NAME` to choose); each interpreter writes its own results file (`make bench` runs
-the 3.12 venv of `make py312` too, overhead rows only).
+Every line-event backend the interpreter has runs in the same rounds (3.11: `sys.settrace`; 3.12+:
+`sys.monitoring` and `sys.settrace`, the like-for-like comparison; `--line-events NAME` for one);
+each interpreter writes its own results file (`make bench` runs the 3.12 venv of `make py312` too,
+overhead rows only).
 Shapes: tiny (4 layers, 12 tokens: a forward as fast as a real model's on a GPU) and qwen3-0.6b cut
 to 4 layers, 32 tokens.
 
@@ -119,15 +120,18 @@ def replay_floor(rec: _KeepsReplays, rt: runtime.Runtime, rounds: int) -> float:
     return statistics.median(times)
 
 
-def overhead(preset: str, layers: int, tokens: int, rounds: int, backend: str) -> list[dict[str, Any]]:
-    """Rows for one shape: lines and lines + replays against the plain forward, interleaved."""
+MODES = ("lines", "lines + replays")
+
+
+def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[str]) -> list[dict[str, Any]]:
+    """Rows for one shape: lines and lines + replays, with each line-event backend, against the
+    plain forward, all interleaved in the same rounds."""
     rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT))
     try:
         mods = runtime.import_vendored(ROOT, "cpu")
         runtime.run_prefill(rt)   # compile
-        recorders = {"lines": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=False, backend=backend),
-                     "lines + replays": _KeepsReplays(rt.model, mods, runtime.vendor_root(ROOT), replay=True,
-                                                      backend=backend)}
+        recorders = {f"{m}|{b}": _KeepsReplays(rt.model, mods, runtime.vendor_root(ROOT), replay=m != "lines", backend=b)
+                     for b in backends for m in MODES}
         times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
                                          **{f"{m} {k}": [] for m in recorders for k in ("fwd", "hot", "cpu")}}
         counts: dict[str, int] = {}
@@ -156,7 +160,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backend: str) -
         for _ in range(rounds):
             for step in order.sample(steps, len(steps)):
                 step()
-        floor = replay_floor(recorders["lines + replays"], rt, rounds)   # type: ignore[arg-type]
+        floor = replay_floor(recorders[f"lines + replays|{backends[0]}"], rt, rounds)
     finally:
         rt.close()
     off = statistics.median(times["off"])
@@ -167,7 +171,8 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backend: str) -
 
     for m in recorders:
         extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": m,
+        mode_name, backend = m.split("|")
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": mode_name,
                      "python": PYTHON, "line_events": backend,
                      "ratio": round(ratio(m), 3), "hot_ratio": round(ratio(f"{m} hot"), 3),
                      "forward_ratio": round(ratio(f"{m} fwd"), 3),
@@ -175,7 +180,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backend: str) -
                      "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": counts[m],
                      "per_line_us": round(extra / max(counts[m], 1) * 1e6, 2),
-                     "target": TARGETS.get((preset, m)), "rounds": rounds})
+                     "target": TARGETS.get((preset, mode_name)), "rounds": rounds})
     rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
                  "mode": "replays alone, untraced", "python": PYTHON, "line_events": None,
                  "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),
@@ -275,15 +280,18 @@ def main(argv: list[str]) -> None:
     # 1 thread: on a loaded machine OpenMP would spin against other processes; per-line costs are
     # Python's, and a GPU forward is as short as the tiny one on one core
     torch.set_num_threads(threads)
-    backend = argv[argv.index("--line-events") + 1] if "--line-events" in argv else default_backend()
+    # every backend this interpreter has, in the same rounds (3.12+: sys.monitoring beside sys.settrace)
+    backends = [argv[argv.index("--line-events") + 1]] if "--line-events" in argv else \
+        sorted({default_backend(), "settrace"}, key=lambda b: b != default_backend())
     rows: list[dict[str, Any]] = []
     for preset, layers, tokens in () if "--no-overhead" in argv else SHAPES:
-        rows += overhead(preset, layers, tokens, rounds, backend)
-        for r in rows[-3:-1]:
+        rows += overhead(preset, layers, tokens, rounds, backends)
+        for r in rows[-1 - len(MODES) * len(backends):-1]:
             print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (hot path {r['hot_ratio']:.2f}x; "
                   f"CPU time {r['cpu_ratio']:.2f}x; under the forward {r['forward_ratio']:.2f}x; "
                   f"plain forward {r['forward_ms']:.1f} ms, "
-                  f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records; {backend})")
+                  f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records; "
+                  f"{r['line_events']})")
         print(f"{rows[-1]['shape']:>22} {rows[-1]['mode']}: {rows[-1]['ratio']:.2f}x of a plain forward")
     if "--no-identify" not in argv:
         rows += identify_rows(IDENTIFY_ROUNDS)

@@ -21,6 +21,7 @@
 """
 from __future__ import annotations
 
+import gc
 import re
 import sys
 from contextlib import AbstractContextManager, contextmanager
@@ -418,12 +419,19 @@ class Recorder:
         if _SUSPEND:   # the count only decides when the 3.11 tracer may be set aside (`_wrapper`)
             self.graphs.start()
         self.active = True
+        # each finished statement leaves a few small containers behind (copies, a snapshot of the
+        # locals): with the cyclic collector on, they trigger collections that walk every tracked
+        # object of the process (torch's and Dynamo's included); none of them form cycles
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             with self._line_events():
                 yield
                 self._run_replays()
             # the records are built when first asked for (`records`): bookkeeping, off the hot path
         finally:
+            if collecting:
+                gc.enable()
             self.active = False
             self._replays.clear()
             self.copies.forget()   # (its counts stay: they describe this recording)
