@@ -10,7 +10,8 @@ input. Those two are *recomputed* from the hooked input with the very operations
 ``Qwen3RMSNorm.forward`` (to float32, ``pow(2).mean(-1, keepdim=True)``, ``* rsqrt(· + eps)``), since
 no hook sees a value inside a forward; γ ⊙ v/RMS(v) is the norm's output itself (RMSNorm₁ etc.).
 
-Every tensor the recorder saw is then compared with *all* candidates of its shape. It is labelled
+Every tensor the recorder saw is then compared with *all* candidates of its shape (a prefilter skips
+the full comparison only where a sure lower bound proves a candidate cannot change the decision). It is labelled
 ≡ v only when v is within tolerance *and* every other candidate is clearly farther (:data:`MARGIN`);
 when a second candidate is about as close, the identity is "ambiguous" and lists them. Nothing is
 assumed from line numbers: if nano-vllm's `residual` holds x₁ after line 156, it is because it equals
@@ -18,13 +19,14 @@ HF's x₁ there and nothing else.
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from annotate.trace.numerics import coarser, distance
+from annotate.trace.numerics import Side, coarser, side_distance
 
 #: ‖Δ‖₂ / ‖candidate‖₂ still called "the same variable", per compared dtype. Rounding noise is
 #: ~2⁻⁹ relative in bf16; nano-vllm and HF round at different places (rope in fp32 vs bf16, the
@@ -260,14 +262,16 @@ class Identifier:
     """Compares recorded tensors with every peer variable of the same shape.
 
     A recorded tensor t is compared in full only with the candidates that could matter. For every
-    candidate c, ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖² in float64 (one matrix-vector product with the
-    whole stack; the inputs are float32 values, exact in float64) gives ‖t − c‖ up to a rounding
-    error that is bounded, so a sure lower bound of the relative distance. Candidates are compared
-    in full in the order of that bound until the bound of every other one exceeds everything the
-    decision reads (the best, the runner-up, and, when the best is within tolerance, every value
-    inside the ambiguity band); the rest could not change it. So a tensor is compared in full with
-    a few candidates whatever the depth (the products cost a few multiply-adds per element and
-    candidate, with no copy of the stack), and identification is linear in layers. ``exhaustive``
+    candidate c, ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖² in float64 (one matrix product for a batch of
+    same-shaped tensors and the whole stack, :meth:`identify_many`; the inputs are float32 values,
+    exact in float64) gives ‖t − c‖ up to a rounding error that is bounded, so a sure lower bound of
+    the relative distance. Candidates are compared in full in the order of that bound until the
+    bound of every other one exceeds everything the decision reads (the best, the runner-up, and,
+    when the best is within tolerance, every value inside the ambiguity band); the rest could not
+    change it. So a tensor is compared in full with a few candidates whatever the depth (the
+    products cost a multiply-add per element and candidate, with no temporary copy of the stack),
+    and identification is linear in layers. The distances an identity reports convert each
+    candidate once (:class:`~annotate.trace.numerics.Side`), not once per pair. ``exhaustive``
     compares with every candidate (the unfiltered path, kept to test that both decide alike)."""
 
     def __init__(self, reference: PeerRun, exhaustive: bool = False, prefilter_above: int | None = None) -> None:
@@ -278,6 +282,7 @@ class Identifier:
         self.prefilter_above = _WHOLE_STACK if prefilter_above is None else prefilter_above
         self._shapes = {tuple(v.tensor.shape) for v in self.values}
         self._stacks: dict[tuple[tuple[int, ...], torch.dtype], _Candidates] = {}
+        self._sides: dict[tuple[int, torch.dtype], Side] = {}   # (id of a candidate, dtype) → its side
         self.compared = 0   # full comparisons made so far (the bench and tests read it)
 
     def _stack(self, shape: tuple[int, ...], dtype: torch.dtype) -> _Candidates:
@@ -317,48 +322,53 @@ class Identifier:
         return torch.where(torch.isfinite(bound) & (c.norms > 0), bound, torch.zeros_like(bound))
 
     @staticmethod
-    def _needed(rel: torch.Tensor, tol: float) -> float:
+    def _needed(rel: list[float], tol: float) -> float:
         """The largest distance the decision reads, from the distances known so far: the nearest
         value farther than the best (≥ the runner-up's), and when the best is within tolerance
         (a ≡ or an ambiguity) also the tolerance and MARGIN × the best (the ambiguity band).
         Infinite while every known candidate is as near as the best. Knowing more candidates never
-        changes it when each of them is farther than it (see `_compare`)."""
-        best = rel.min()
-        farther = rel[rel != best]
-        if not len(farther):
+        changes it when each of them is farther than it (see `_compare`). (Every value here is a
+        float32 one, so comparing in Python decides as comparing float32 tensors would.)"""
+        best = min(rel)
+        farther = [r for r in rel if r != best]
+        if not farther:
             return float("inf")
-        if float(best) > tol:   # no match: the nearest and the runner-up are all it reports
-            return float(farther.min())
-        return max(float(farther.min()), tol, MARGIN * float(best))
+        if best > tol:   # no match: the nearest and the runner-up are all it reports
+            return min(farther)
+        return max(min(farther), tol, MARGIN * best)
 
     def _prefiltered(self, c: _Candidates, flat: torch.Tensor) -> bool:
         """Whether `flat` is compared through the prefilter (else with every candidate, in one go)."""
         return not self.exhaustive and len(c.values) * c.stack.shape[1] > self.prefilter_above \
             and bool(torch.isfinite(flat).all())
 
-    def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float, bounds: torch.Tensor | None) -> dict[int, float]:
+    def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float,
+                 bounds: tuple[list[float], list[int]] | None) -> dict[int, float]:
         """Relative distances of every candidate that can matter to the decision (see the class):
-        those within :meth:`_needed` of the nearest. `bounds`: the prefilter's, when it runs.
+        those within :meth:`_needed` of the nearest. `bounds`: the prefilter's, when it runs, in
+        ascending order, with the candidates they belong to.
 
         With the prefilter: the nearest few by bound first, then every candidate whose bound is
         within what the decision reads of those known, again until none is. Then every candidate
         not compared is farther than that distance, so the best, the runner-up and the distance
         itself are those of all candidates, and the decision is the exhaustive one."""
         if bounds is None:
-            rows, rel = torch.arange(len(c.values)), self._rels(c, flat, None)
+            rows, rel = list(range(len(c.values))), self._rels(c, flat, None).tolist()
         else:
-            by_bound = torch.argsort(bounds, stable=True)
-            rows, rel = by_bound[:_CHUNK], self._rels(c, flat, by_bound[:_CHUNK])
-            rest = by_bound[_CHUNK:]
-            while len(rest):
-                near = int((bounds[rest] <= self._needed(rel, tol)).sum())   # a prefix: `rest` is in bound order
-                if not near:
+            ascending, by_bound = bounds
+            done = min(_CHUNK, len(by_bound))
+            rows = by_bound[:done]
+            rel = self._rels(c, flat, torch.tensor(rows)).tolist()
+            while done < len(by_bound):
+                stop = bisect.bisect_right(ascending, self._needed(rel, tol), lo=done)
+                if stop == done:
                     break
-                rows, rel = torch.cat([rows, rest[:near]]), torch.cat([rel, self._rels(c, flat, rest[:near])])
-                rest = rest[near:]
+                rows += by_bound[done:stop]
+                rel += self._rels(c, flat, torch.tensor(by_bound[done:stop])).tolist()
+                done = stop
         self.compared += len(rows)
-        keep = rel <= self._needed(rel, tol)
-        return dict(zip(rows[keep].tolist(), rel[keep].tolist()))
+        needed = self._needed(rel, tol)
+        return {i: r for i, r in zip(rows, rel) if r <= needed}
 
     def identify(self, t: torch.Tensor) -> Identity:
         """What `t` equals: a ≡ (best within tolerance, every other value clearly farther), ambiguous
@@ -385,10 +395,11 @@ class Identifier:
         for i, p in enumerate(prepared):
             if p is not None and self._prefiltered(p[0], p[1]):
                 groups.setdefault(id(p[0]), []).append(i)
-        bounds: dict[int, torch.Tensor] = {}
+        bounds: dict[int, tuple[list[float], list[int]]] = {}
         for members in groups.values():
             parts = [p for p in (prepared[i] for i in members) if p is not None]
-            bounds.update(zip(members, self._bounds(parts[0][0], torch.cat([p[1] for p in parts]))))
+            ascending, by_bound = torch.sort(self._bounds(parts[0][0], torch.cat([p[1] for p in parts])), dim=1, stable=True)
+            bounds.update(zip(members, zip(ascending.tolist(), by_bound.tolist())))
         return [Identity("no candidate") if p is None else self._decide(t, *p, bounds.get(i))
                 for i, (t, p) in enumerate(zip(tensors, prepared))]
 
@@ -403,7 +414,7 @@ class Identifier:
         return self._stack(shape, dtype), flat, TOLERANCE[str(dtype).removeprefix("torch.")]
 
     def _decide(self, t: torch.Tensor, c: _Candidates, flat: torch.Tensor, tol: float,
-                bounds: torch.Tensor | None) -> Identity:
+                bounds: tuple[list[float], list[int]] | None) -> Identity:
         """`t`'s identity among the candidates `c` (see :meth:`identify`)."""
         cands, stack = c.values, c.stack
         rels = self._compare(c, flat, tol, bounds)
@@ -413,19 +424,27 @@ class Identifier:
         others = [i for i in order if i not in same]
         runner = others[0] if others else None
         margin = None if runner is None else separation(rels[best], rels[runner], tol)
+        sides: dict[torch.dtype, Side] = {}   # t in each dtype it is measured in, converted once
         found = Identity("no match", tolerance=tol, margin=margin,
-                         runner_up=None if runner is None else self._match(t, cands[runner]))
+                         runner_up=None if runner is None else self._match(t, cands[runner], sides))
         if rels[best] > tol:
-            found.nearest = self._match(t, cands[best])
+            found.nearest = self._match(t, cands[best], sides)
         elif margin is None or margin >= MARGIN:
-            found.status, found.matches = "match", [self._match(t, cands[i]) for i in same]
+            found.status, found.matches = "match", [self._match(t, cands[i], sides) for i in same]
         else:   # the best and every value about as close: within tolerance or within the margin of the best
             close = max(tol, MARGIN * rels[best])
             found.status = "ambiguous"
-            found.matches = [self._match(t, cands[i]) for i in order if rels[i] <= close]
+            found.matches = [self._match(t, cands[i], sides) for i in order if rels[i] <= close]
         return found
 
-    @staticmethod
-    def _match(t: torch.Tensor, cand: MathValue) -> Match:
-        d = distance(t, cand.tensor)
+    def _match(self, t: torch.Tensor, cand: MathValue, sides: dict[torch.dtype, Side]) -> Match:
+        """`t` against one candidate (:func:`~annotate.trace.numerics.distance`), each side converted
+        once: `t`'s in `sides`, the candidate's for the whole identification."""
+        dtype = coarser(t.dtype, cand.tensor.dtype)
+        if dtype not in sides:
+            sides[dtype] = Side(t, dtype)
+        key = (id(cand), dtype)
+        if key not in self._sides:
+            self._sides[key] = Side(cand.tensor, dtype)
+        d = side_distance(sides[dtype], self._sides[key])
         return Match(cand.key, cand.layer, cand.label, cand.latex, d.max_abs, d.max_ulps, d.scale_ulps, d.rel, d.dtype)
