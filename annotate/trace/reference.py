@@ -19,7 +19,6 @@ HF's x₁ there and nothing else.
 """
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -343,29 +342,26 @@ class Identifier:
             and bool(torch.isfinite(flat).all())
 
     def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float,
-                 bounds: tuple[list[float], list[int]] | None) -> dict[int, float]:
+                 bounds: tuple[torch.Tensor, list[int]] | None) -> dict[int, float]:
         """Relative distances of every candidate that can matter to the decision (see the class):
-        those within :meth:`_needed` of the nearest. `bounds`: the prefilter's, when it runs, in
-        ascending order, with the candidates they belong to.
+        those within :meth:`_needed` of the nearest. `bounds`: the prefilter's, when it runs, and
+        the candidates with the :data:`_CHUNK` smallest.
 
-        With the prefilter: the nearest few by bound first, then every candidate whose bound is
+        With the prefilter: those nearest few by bound first, then every candidate whose bound is
         within what the decision reads of those known, again until none is. Then every candidate
         not compared is farther than that distance, so the best, the runner-up and the distance
         itself are those of all candidates, and the decision is the exhaustive one."""
         if bounds is None:
             rows, rel = list(range(len(c.values))), self._rels(c, flat, None).tolist()
         else:
-            ascending, by_bound = bounds
-            done = min(_CHUNK, len(by_bound))
-            rows = by_bound[:done]
+            row_bounds, rows = bounds
             rel = self._rels(c, flat, torch.tensor(rows)).tolist()
-            while done < len(by_bound):
-                stop = bisect.bisect_right(ascending, self._needed(rel, tol), lo=done)
-                if stop == done:
+            while True:
+                known = set(rows)
+                near = [i for i in (row_bounds <= self._needed(rel, tol)).nonzero().flatten().tolist() if i not in known]
+                if not near:
                     break
-                rows += by_bound[done:stop]
-                rel += self._rels(c, flat, torch.tensor(by_bound[done:stop])).tolist()
-                done = stop
+                rows, rel = rows + near, rel + self._rels(c, flat, torch.tensor(near)).tolist()
         self.compared += len(rows)
         needed = self._needed(rel, tol)
         return {i: r for i, r in zip(rows, rel) if r <= needed}
@@ -395,11 +391,12 @@ class Identifier:
         for i, p in enumerate(prepared):
             if p is not None and self._prefiltered(p[0], p[1]):
                 groups.setdefault(id(p[0]), []).append(i)
-        bounds: dict[int, tuple[list[float], list[int]]] = {}
+        bounds: dict[int, tuple[torch.Tensor, list[int]]] = {}
         for members in groups.values():
             parts = [p for p in (prepared[i] for i in members) if p is not None]
-            ascending, by_bound = torch.sort(self._bounds(parts[0][0], torch.cat([p[1] for p in parts])), dim=1, stable=True)
-            bounds.update(zip(members, zip(ascending.tolist(), by_bound.tolist())))
+            matrix = self._bounds(parts[0][0], torch.cat([p[1] for p in parts]))
+            nearest = torch.topk(matrix, min(_CHUNK, matrix.shape[1]), dim=1, largest=False).indices
+            bounds.update(zip(members, zip(matrix, nearest.tolist())))
         return [Identity("no candidate") if p is None else self._decide(t, *p, bounds.get(i))
                 for i, (t, p) in enumerate(zip(tensors, prepared))]
 
@@ -414,7 +411,7 @@ class Identifier:
         return self._stack(shape, dtype), flat, TOLERANCE[str(dtype).removeprefix("torch.")]
 
     def _decide(self, t: torch.Tensor, c: _Candidates, flat: torch.Tensor, tol: float,
-                bounds: tuple[list[float], list[int]] | None) -> Identity:
+                bounds: tuple[torch.Tensor, list[int]] | None) -> Identity:
         """`t`'s identity among the candidates `c` (see :meth:`identify`)."""
         cands, stack = c.values, c.stack
         rels = self._compare(c, flat, tol, bounds)
