@@ -27,7 +27,12 @@ once each; then the identification step of `annotate trace` (summaries and ident
 recorded copy, `assemble.records_payload`) is timed at both depths as `annotate trace` runs it, with
 the prefilter forced on, and with every candidate compared in full (:data:`PATHS`), interleaved in
 shuffled rounds (median of per-round ratios), in this process's CPU time: each step takes seconds,
-long enough for other processes on a shared machine to take the core in between.
+long enough for other processes on a shared machine to take the core in between. Each timed step
+starts right after a full garbage collection (outside the timing), so that it pays for the
+collections its own allocations trigger, not for a full pass the steps before it made due: a full
+pass scans every object of this process (torch, transformers, the compiled models: ~0.3 s, longer
+than a whole 4-layer step), and without it such passes land mostly in the 28-layer steps, which
+allocate more, adding ~0.3 s to most of them and nothing to most 4-layer ones.
 The issue's target: 28 L / 4 L ≤ 8 (linear in layers: 7×).
 
 Options: --threads N, --rounds N, --no-overhead, --no-identify, --line-events NAME, --full-trace (then one whole
@@ -37,6 +42,7 @@ from. Benchmarks print and write; they never assert timing.
 """
 from __future__ import annotations
 
+import gc
 import json
 import random
 import statistics
@@ -230,6 +236,7 @@ def identify_rows(rounds: int) -> list[dict[str, Any]]:
         def run() -> None:
             rec, ref = runs[layers]
             ident = Identifier(ref, exhaustive=path == "no prefilter", prefilter_above=0 if path == "prefilter on" else None)
+            gc.collect()   # every step starts from the same collector state (see the module's docstring)
             t0 = time.process_time()
             assemble.records_payload(rec, ident, save=False)
             times.setdefault((layers, path), []).append(time.process_time() - t0)

@@ -37,10 +37,15 @@ def _own(t: torch.Tensor) -> torch.Tensor:
 
 
 class _PerCopy:
-    """Summary, identity and tensor key worked out once per distinct copy, and who held it first."""
+    """Summary, identity and tensor key worked out once per distinct copy, and who held it first.
+    The identities of all copies are worked out together first (`Identifier.identify_many`: the
+    prefilter's products for many copies in one matrix product)."""
 
-    def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor], prefix: str = "") -> None:
-        self.ident, self.save, self.tensors, self.prefix = ident, save, tensors, prefix
+    def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor], raws: list[RawRecord],
+                 prefix: str = "") -> None:
+        self.save, self.tensors, self.prefix = save, tensors, prefix
+        copies = {id(v.tensor): v.tensor for r in raws for v in r.vars}
+        self._identities = dict(zip(copies, ident.identify_many(list(copies.values()))))
         self._done: dict[int, tuple[Any, dict[str, Any], str | None, dict[str, Any]]] = {}
 
     def __call__(self, rid: int, raw: Any) -> tuple[Any, dict[str, Any], str | None, dict[str, Any]]:
@@ -50,7 +55,7 @@ class _PerCopy:
             if self.save:   # the first record that holds this copy names it; later ones point to it
                 key = f"{self.prefix}r{rid}/{raw.name}"
                 self.tensors[key] = _own(raw.tensor.cpu())
-            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self.ident.identify(raw.tensor)), key,
+            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self._identities[id(raw.tensor)]), key,
                                                 {"record": rid, "var": raw.name})
         return hit
 
@@ -78,7 +83,7 @@ def raw_records_payload(raws: list[RawRecord], ident: Identifier, save: bool,
     """:func:`records_payload` of records recorded elsewhere (another rank of a --tp run); tensor
     keys start with ``prefix`` (`rank1/`) so that every rank's tensors share one file."""
     tensors: dict[str, torch.Tensor] = {}
-    per_copy = _PerCopy(ident, save, tensors, prefix)
+    per_copy = _PerCopy(ident, save, tensors, raws, prefix)
     out = []
     for rid, r in enumerate(raws):
         vars_ = [_var_payload(rid, v, per_copy(rid, v), r.aliases) for v in r.vars]

@@ -68,27 +68,52 @@ def ulp(magnitude: float, dtype: torch.dtype) -> float:
     return float(2.0 ** (exponent - _MANTISSA[dtype]))
 
 
+class Side:
+    """One tensor of a distance, converted once to the compared dtype: its float32 image, the ordered
+    integer image of its bits, and (read when it is the reference) its absmax, L2 norm and the ulp at
+    its absmax. Made once per tensor, a side serves every distance it takes part in (identification
+    measures a recorded tensor against several candidates, and a candidate against many tensors)."""
+
+    def __init__(self, t: torch.Tensor, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+        self.exact = t.detach().to("cpu", dtype)
+        self.value = self.exact.float()
+        self.bits = ordered_bits(self.exact)
+        self._reference: tuple[float, float, float] | None = None
+
+    def reference(self) -> tuple[float, float, float]:
+        """absmax, L2 norm and ulp(absmax) (computed on first use)."""
+        if self._reference is None:
+            b = self.value
+            absmax = float(b.abs().max()) if b.numel() else 0.0
+            norm = float(torch.linalg.vector_norm(b)) if b.numel() else 0.0
+            self._reference = (absmax, norm, ulp(absmax, self.dtype) if absmax > 0 else 0.0)
+        return self._reference
+
+
 def distance(value: torch.Tensor, reference: torch.Tensor) -> Distance:
     """Max |Δ| and max ulps between two tensors of one shape, in the coarser of their dtypes."""
     if tuple(value.shape) != tuple(reference.shape):
         raise ValueError(f"shapes differ: {tuple(value.shape)} vs {tuple(reference.shape)}")
     dtype = coarser(value.dtype, reference.dtype)
-    a = value.detach().to("cpu", dtype)
-    b = reference.detach().to("cpu", dtype)
-    diff = (a.float() - b.float()).abs()
+    return side_distance(Side(value, dtype), Side(reference, dtype))
+
+
+def side_distance(value: Side, reference: Side) -> Distance:
+    """:func:`distance` of two sides of one shape and dtype."""
+    diff = (value.value - reference.value).abs()
     max_abs = float(diff.max()) if diff.numel() else 0.0
-    ulps = (ordered_bits(a) - ordered_bits(b)).abs()
-    absmax = float(b.float().abs().max()) if b.numel() else 0.0
-    ref_norm = float(torch.linalg.vector_norm(b.float())) if b.numel() else 0.0
+    ulps = (value.bits - reference.bits).abs()
+    absmax, ref_norm, ref_ulp = reference.reference()
     diff_norm = float(torch.linalg.vector_norm(diff)) if diff.numel() else 0.0
     return Distance(
         max_abs=max_abs,
         max_ulps=int(ulps.max()) if ulps.numel() else 0,
         rel=diff_norm / ref_norm if ref_norm > 0 else (0.0 if diff_norm == 0 else float("inf")),
-        scale_ulps=max_abs / ulp(absmax, dtype) if absmax > 0 else float(max_abs > 0),
+        scale_ulps=max_abs / ref_ulp if absmax > 0 else float(max_abs > 0),
         n_diff=int((ulps != 0).sum()),
-        numel=a.numel(),
-        dtype=dtype_name(dtype),
+        numel=value.exact.numel(),
+        dtype=dtype_name(value.dtype),
     )
 
 

@@ -10,7 +10,8 @@ input. Those two are *recomputed* from the hooked input with the very operations
 ``Qwen3RMSNorm.forward`` (to float32, ``pow(2).mean(-1, keepdim=True)``, ``* rsqrt(· + eps)``), since
 no hook sees a value inside a forward; γ ⊙ v/RMS(v) is the norm's output itself (RMSNorm₁ etc.).
 
-Every tensor the recorder saw is then compared with *all* candidates of its shape. It is labelled
+Every tensor the recorder saw is then compared with *all* candidates of its shape (a prefilter skips
+the full comparison only where a sure lower bound proves a candidate cannot change the decision). It is labelled
 ≡ v only when v is within tolerance *and* every other candidate is clearly farther (:data:`MARGIN`);
 when a second candidate is about as close, the identity is "ambiguous" and lists them. Nothing is
 assumed from line numbers: if nano-vllm's `residual` holds x₁ after line 156, it is because it equals
@@ -24,7 +25,7 @@ from typing import Any
 
 import torch
 
-from annotate.trace.numerics import coarser, distance
+from annotate.trace.numerics import Side, coarser, side_distance
 
 #: ‖Δ‖₂ / ‖candidate‖₂ still called "the same variable", per compared dtype. Rounding noise is
 #: ~2⁻⁹ relative in bf16; nano-vllm and HF round at different places (rope in fp32 vs bf16, the
@@ -223,55 +224,56 @@ def separation(best_rel: float, runner_rel: float, tolerance: float) -> float:
     return runner_rel / max(best_rel, tolerance / MARGIN)
 
 
-#: evenly spaced elements per candidate kept for the prefilter's fingerprint (see `Identifier`)
-SAMPLES = 64
-
-#: up to this many elements in all (candidates × elements per candidate) one vectorised comparison
-#: with every candidate costs less than the prefilter's own steps (measured with bench_trace.py and
-#: synthetic peers: at the tiny shape, even 28 layers deep, and at 12 × 1024 the prefilter's gathers
-#: cost as much as the comparisons they save); the qwen3-0.6b shape from ~8 layers up is above it
-_WHOLE_STACK = 1 << 22
+#: candidates × elements up to which one vectorised comparison with every candidate costs no more than
+#: the prefilter's own steps (its float64 products, top-k and rounds); 0 runs it whatever the size.
+#: Measured with bench_trace.py: at the tiny shape's 4 layers (38 × 768) both cost alike (within the
+#: noise), at its 28 layers (254 × 768) the prefilter is the faster by ~10 %
+_WHOLE_STACK = 1 << 13
 
 #: candidates compared in full first (the nearest by bound), to bound what the decision reads
-_CHUNK = 8
+_CHUNK = 4
 
 #: the prefilter's lower bounds are shrunk by this much before they rule a candidate out, so that
-#: float32 rounding in two different norm computations can never exclude one the full comparison keeps
+#: the float32 rounding of the full comparison (cascade sums: ~1e-6 relative) can never make a
+#: candidate nearer than its bound says
 _BOUND_SLACK = 1e-3
+
+#: float64's unit roundoff: the products' rounding error is bounded with it (see `Identifier._bounds`)
+_UNIT_ROUNDOFF = 2.0 ** -53
+
+#: recorded elements (tensors × elements each) whose prefilter products `identify_many` makes in one
+#: matrix product (float64: 32 MiB)
+_BATCH_ELEMENTS = 1 << 22
 
 
 @dataclass
 class _Candidates:
-    """All peer values of one shape, rounded to one dtype and flattened: the full stack, each
-    candidate's norm, and the prefilter's fingerprint: the norm of each of its vectors along the last
-    dimension (a token's hidden state) and :data:`SAMPLES` fixed elements."""
+    """All peer values of one shape, rounded to one dtype and flattened: the full stack and each
+    candidate's norm (float32, as the full comparison reads them), and for the prefilter the same
+    stack in float64 with its squared norms, computed once per stack rather than once per pair."""
 
     stack: torch.Tensor
     values: list[MathValue]
     norms: torch.Tensor
-    width: int
-    vector_norms: torch.Tensor
-    picks: torch.Tensor
-    sampled: torch.Tensor
-
-
-def _sample_picks(numel: int) -> torch.Tensor:
-    """Fixed, evenly spaced element indices: the same for every candidate and recorded tensor."""
-    return torch.unique(torch.linspace(0, max(numel - 1, 0), min(SAMPLES, numel)).long())
+    stack64: torch.Tensor
+    squares64: torch.Tensor
 
 
 class Identifier:
     """Compares recorded tensors with every peer variable of the same shape.
 
-    A recorded tensor is compared in full only with the candidates that could matter: the relative
-    distance to candidate c is at least max(‖(‖t_r‖ − ‖c_r‖)_r‖, ‖(t − c)[picks]‖) / ‖c‖ (the
-    triangle inequality per token vector r, and a sub-vector's norm), which costs a few scalars per
-    candidate. Candidates are
-    compared in full in the order of that bound until the bound exceeds everything the decision
-    reads (the best, the runner-up, every value inside the ambiguity margin); the rest could not
-    change it. So the cost per tensor stops growing with the number of same-shaped candidates
-    (≈ 10 per layer), and identification is linear in layers. ``exhaustive`` compares with every
-    candidate (the unfiltered path, kept to test that both decide alike)."""
+    A recorded tensor t is compared in full only with the candidates that could matter. For every
+    candidate c, ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖² in float64 (one matrix product for a batch of
+    same-shaped tensors and the whole stack, :meth:`identify_many`; the inputs are float32 values,
+    exact in float64) gives ‖t − c‖ up to a rounding error that is bounded, so a sure lower bound of
+    the relative distance. Candidates are compared in full in the order of that bound until the
+    bound of every other one exceeds everything the decision reads (the best, the runner-up, and,
+    when the best is within tolerance, every value inside the ambiguity band); the rest could not
+    change it. So a tensor is compared in full with a few candidates whatever the depth (the
+    products cost a multiply-add per element and candidate, with no temporary copy of the stack),
+    and identification is linear in layers. The distances an identity reports convert each
+    candidate once (:class:`~annotate.trace.numerics.Side`), not once per pair. ``exhaustive``
+    compares with every candidate (the unfiltered path, kept to test that both decide alike)."""
 
     def __init__(self, reference: PeerRun, exhaustive: bool = False, prefilter_above: int | None = None) -> None:
         """``prefilter_above``: candidates × elements above which the prefilter runs (default
@@ -281,6 +283,7 @@ class Identifier:
         self.prefilter_above = _WHOLE_STACK if prefilter_above is None else prefilter_above
         self._shapes = {tuple(v.tensor.shape) for v in self.values}
         self._stacks: dict[tuple[tuple[int, ...], torch.dtype], _Candidates] = {}
+        self._sides: dict[tuple[int, torch.dtype], Side] = {}   # (id of a candidate, dtype) → its side
         self.compared = 0   # full comparisons made so far (the bench and tests read it)
 
     def _stack(self, shape: tuple[int, ...], dtype: torch.dtype) -> _Candidates:
@@ -289,11 +292,9 @@ class Identifier:
         if key not in self._stacks:
             cands = [v for v in self.values if tuple(v.tensor.shape) == shape]
             stack = torch.stack([v.tensor.to(dtype).float().reshape(-1) for v in cands])
-            picks = _sample_picks(stack.shape[1])
-            width = shape[-1] if shape and shape[-1] else 1
-            self._stacks[key] = _Candidates(stack, cands, torch.linalg.vector_norm(stack, dim=1), width,
-                                            torch.linalg.vector_norm(stack.reshape(len(cands), -1, width), dim=2),
-                                            picks, stack[:, picks].contiguous())
+            stack64 = stack.double()
+            self._stacks[key] = _Candidates(stack, cands, torch.linalg.vector_norm(stack, dim=1),
+                                            stack64, (stack64 * stack64).sum(dim=1))
         return self._stacks[key]
 
     @staticmethod
@@ -304,78 +305,145 @@ class Identifier:
         rel = torch.where(norms > 0, diff / norms.clamp_min(1e-30), diff * float("inf"))
         return torch.nan_to_num(rel, nan=0.0)
 
-    def _bounds(self, c: _Candidates, flat: torch.Tensor) -> torch.Tensor:
-        """A lower bound of each candidate's relative distance (0 where none can be given):
-        ‖t − c‖ ≥ ‖(‖t_r‖ − ‖c_r‖)_r‖ over the vectors r along the last dimension (the triangle
-        inequality per vector), and ≥ ‖(t − c)[picks]‖ (part of the sum)."""
-        gap = torch.linalg.vector_norm(c.vector_norms - torch.linalg.vector_norm(flat.reshape(-1, c.width), dim=1), dim=1)
-        sampled = torch.linalg.vector_norm(c.sampled - flat[0, c.picks], dim=1)
-        bound = torch.maximum(gap, sampled) / c.norms.clamp_min(1e-30) * (1 - _BOUND_SLACK)
+    @staticmethod
+    def _bounds(c: _Candidates, flats: torch.Tensor) -> torch.Tensor:
+        """Lower bounds of the relative distance of each of the m flattened tensors `flats` (m × elements,
+        float32 values) to each candidate: m × candidates (0 where none can be given).
+
+        ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖², each term a float64 sum of n exact products (float32 × float32
+        fits float64's mantissa): its rounding error is at most γ = (n + 4)·u·(‖t‖ + ‖c‖)² in all (u:
+        float64's unit roundoff; the standard bound for n-term sums, plus the three operations that
+        combine them), doubled here for good measure; so ‖t − c‖ ≥ √max(0, computed − 2γ). Shrunk by
+        :data:`_BOUND_SLACK` on top. One matrix product for all m tensors and all candidates."""
+        t = flats.double()
+        tt = (t * t).sum(dim=1, keepdim=True)
+        gamma = 2 * (t.shape[1] + 4) * _UNIT_ROUNDOFF * (tt.sqrt() + c.squares64.sqrt()) ** 2
+        lower = (tt - 2 * (t @ c.stack64.T) + c.squares64 - gamma).clamp_min(0).sqrt()
+        bound = (lower * (1 - _BOUND_SLACK) / c.norms.double().clamp_min(1e-30)).float()
         return torch.where(torch.isfinite(bound) & (c.norms > 0), bound, torch.zeros_like(bound))
 
     @staticmethod
-    def _needed(rel: torch.Tensor, tol: float) -> float:
+    def _needed(rel: list[float], tol: float) -> float:
         """The largest distance the decision reads, from the distances known so far: the nearest
-        value farther than the best (≥ the runner-up's), the tolerance, and MARGIN × the best (the
-        ambiguity band). Infinite while every known candidate is as near as the best."""
-        best = rel.min()
-        farther = rel[rel != best]
-        if not len(farther):
+        value farther than the best (≥ the runner-up's), and when the best is within tolerance
+        (a ≡ or an ambiguity) also the tolerance and MARGIN × the best (the ambiguity band).
+        Infinite while every known candidate is as near as the best. Knowing more candidates never
+        changes it when each of them is farther than it (see `_compare`). (Every value here is a
+        float32 one, so comparing in Python decides as comparing float32 tensors would.)"""
+        best = min(rel)
+        farther = [r for r in rel if r != best]
+        if not farther:
             return float("inf")
-        return max(float(farther.min()), tol, MARGIN * float(best))
+        if best > tol:   # no match: the nearest and the runner-up are all it reports
+            return min(farther)
+        return max(min(farther), tol, MARGIN * best)
 
-    def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float) -> dict[int, float]:
+    def _prefiltered(self, c: _Candidates, flat: torch.Tensor) -> bool:
+        """Whether `flat` is compared through the prefilter (else with every candidate, in one go)."""
+        return not self.exhaustive and len(c.values) * c.stack.shape[1] > self.prefilter_above \
+            and bool(torch.isfinite(flat).all())
+
+    def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float,
+                 bounds: tuple[torch.Tensor, list[int]] | None) -> dict[int, float]:
         """Relative distances of every candidate that can matter to the decision (see the class):
-        those within :meth:`_needed` of the nearest."""
-        n = len(c.values)
-        if self.exhaustive or n * c.stack.shape[1] <= self.prefilter_above or not bool(torch.isfinite(flat).all()):
-            rows, rel = torch.arange(n), self._rels(c, flat, None)
+        those within :meth:`_needed` of the nearest. `bounds`: the prefilter's, when it runs, and
+        the candidates with the :data:`_CHUNK` smallest.
+
+        With the prefilter: those nearest few by bound first, then every candidate whose bound is
+        within what the decision reads of those known, again until none is. Then every candidate
+        not compared is farther than that distance, so the best, the runner-up and the distance
+        itself are those of all candidates, and the decision is the exhaustive one."""
+        if bounds is None:
+            rows, rel = list(range(len(c.values))), self._rels(c, flat, None).tolist()
         else:
-            # the nearest few by bound first: the distance the decision reads can only shrink as
-            # more candidates are known (see `_needed`), so theirs bounds it; then, in one go,
-            # every other candidate whose bound does not rule it out
-            bounds = self._bounds(c, flat)
-            by_bound = torch.argsort(bounds, stable=True)
-            first = by_bound[:_CHUNK]
-            rel = self._rels(c, flat, first)
-            rest = by_bound[_CHUNK:]
-            rest = rest[bounds[rest] <= self._needed(rel, tol)]
-            rows, rel = torch.cat([first, rest]), torch.cat([rel, self._rels(c, flat, rest)])
+            row_bounds, rows = bounds
+            rel = self._rels(c, flat, torch.tensor(rows)).tolist()
+            while True:
+                known = set(rows)
+                near = [i for i in (row_bounds <= self._needed(rel, tol)).nonzero().flatten().tolist() if i not in known]
+                if not near:
+                    break
+                rows, rel = rows + near, rel + self._rels(c, flat, torch.tensor(near)).tolist()
         self.compared += len(rows)
-        keep = rel <= self._needed(rel, tol)
-        return dict(zip(rows[keep].tolist(), rel[keep].tolist()))
+        needed = self._needed(rel, tol)
+        return {i: r for i, r in zip(rows, rel) if r <= needed}
 
     def identify(self, t: torch.Tensor) -> Identity:
         """What `t` equals: a ≡ (best within tolerance, every other value clearly farther), ambiguous
         (another value about as close: all listed), no match (the nearest given) or no candidate."""
+        return self.identify_many([t])[0]
+
+    def identify_many(self, tensors: list[torch.Tensor]) -> list[Identity]:
+        """:meth:`identify` of each tensor, the prefilter's products for many tensors of one shape in
+        one matrix product (up to :data:`_BATCH_ELEMENTS` recorded elements at a time)."""
+        out: list[Identity] = []
+        batch: list[torch.Tensor] = []
+        elements = 0
+        for t in tensors:
+            if batch and elements + t.numel() > _BATCH_ELEMENTS:
+                out += self._identify_batch(batch)
+                batch, elements = [], 0
+            batch.append(t)
+            elements += t.numel()
+        return out + self._identify_batch(batch)
+
+    def _identify_batch(self, tensors: list[torch.Tensor]) -> list[Identity]:
+        prepared = [self._prepare(t) for t in tensors]
+        groups: dict[int, list[int]] = {}   # id of a candidate stack → the tensors it prefilters
+        for i, p in enumerate(prepared):
+            if p is not None and self._prefiltered(p[0], p[1]):
+                groups.setdefault(id(p[0]), []).append(i)
+        bounds: dict[int, tuple[torch.Tensor, list[int]]] = {}
+        for members in groups.values():
+            parts = [p for p in (prepared[i] for i in members) if p is not None]
+            matrix = self._bounds(parts[0][0], torch.cat([p[1] for p in parts]))
+            nearest = torch.topk(matrix, min(_CHUNK, matrix.shape[1]), dim=1, largest=False).indices
+            bounds.update(zip(members, zip(matrix, nearest.tolist())))
+        return [Identity("no candidate") if p is None else self._decide(t, *p, bounds.get(i))
+                for i, (t, p) in enumerate(zip(tensors, prepared))]
+
+    def _prepare(self, t: torch.Tensor) -> tuple[_Candidates, torch.Tensor, float] | None:
+        """The candidates of `t`'s shape in the compared dtype, `t` flattened in it (1 × elements,
+        float32), and the tolerance; None when there is no candidate."""
         shape = tuple(t.shape)
         if not t.is_floating_point() or shape not in self._shapes:
-            return Identity("no candidate")
+            return None
         dtype = coarser(t.dtype, self.values[0].tensor.dtype)
-        c = self._stack(shape, dtype)
-        cands, stack = c.values, c.stack
         flat = t.detach().to("cpu", dtype).float().reshape(1, -1)
-        tol = TOLERANCE[str(dtype).removeprefix("torch.")]
-        rels = self._compare(c, flat, tol)
+        return self._stack(shape, dtype), flat, TOLERANCE[str(dtype).removeprefix("torch.")]
+
+    def _decide(self, t: torch.Tensor, c: _Candidates, flat: torch.Tensor, tol: float,
+                bounds: tuple[torch.Tensor, list[int]] | None) -> Identity:
+        """`t`'s identity among the candidates `c` (see :meth:`identify`)."""
+        cands, stack = c.values, c.stack
+        rels = self._compare(c, flat, tol, bounds)
         order = sorted(sorted(rels), key=lambda i: (rels[i], _PREFERENCE.get(cands[i].key, 1)))
         best = order[0]
         same = [i for i in order if i == best or (one_tensor(cands[i], cands[best]) and torch.equal(stack[i], stack[best]))]
         others = [i for i in order if i not in same]
         runner = others[0] if others else None
         margin = None if runner is None else separation(rels[best], rels[runner], tol)
+        sides: dict[torch.dtype, Side] = {}   # t in each dtype it is measured in, converted once
         found = Identity("no match", tolerance=tol, margin=margin,
-                         runner_up=None if runner is None else self._match(t, cands[runner]))
+                         runner_up=None if runner is None else self._match(t, cands[runner], sides))
         if rels[best] > tol:
-            found.nearest = self._match(t, cands[best])
+            found.nearest = self._match(t, cands[best], sides)
         elif margin is None or margin >= MARGIN:
-            found.status, found.matches = "match", [self._match(t, cands[i]) for i in same]
+            found.status, found.matches = "match", [self._match(t, cands[i], sides) for i in same]
         else:   # the best and every value about as close: within tolerance or within the margin of the best
             close = max(tol, MARGIN * rels[best])
             found.status = "ambiguous"
-            found.matches = [self._match(t, cands[i]) for i in order if rels[i] <= close]
+            found.matches = [self._match(t, cands[i], sides) for i in order if rels[i] <= close]
         return found
 
-    @staticmethod
-    def _match(t: torch.Tensor, cand: MathValue) -> Match:
-        d = distance(t, cand.tensor)
+    def _match(self, t: torch.Tensor, cand: MathValue, sides: dict[torch.dtype, Side]) -> Match:
+        """`t` against one candidate (:func:`~annotate.trace.numerics.distance`), each side converted
+        once: `t`'s in `sides`, the candidate's for the whole identification."""
+        dtype = coarser(t.dtype, cand.tensor.dtype)
+        if dtype not in sides:
+            sides[dtype] = Side(t, dtype)
+        key = (id(cand), dtype)
+        if key not in self._sides:
+            self._sides[key] = Side(cand.tensor, dtype)
+        d = side_distance(sides[dtype], self._sides[key])
         return Match(cand.key, cand.layer, cand.label, cand.latex, d.max_abs, d.max_ulps, d.scale_ulps, d.rel, d.dtype)
