@@ -138,6 +138,28 @@ def _dedupe(log: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
+def eager_fallback() -> dict[str, int]:
+    """The recorder's escapes when Dynamo is forced eager (a 1-layer tiny model, nothing compiled):
+    under sys.monitoring an original compiled body that runs outside a replay must still be seen."""
+    import torch
+
+    from annotate.trace import runtime
+    from annotate.trace.recorder import Recorder
+
+    root = Path(__file__).resolve().parents[1]
+    rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=1, tokens=3, root=root))
+    try:
+        rec = Recorder(rt.model, runtime.import_vendored(root, "cpu"), runtime.vendor_root(root))
+        with torch.compiler.set_stance("force_eager"), rec.recording():
+            runtime.run_prefill(rt)
+    finally:
+        rt.close()
+    return {"backend": rec.backend, **rec.escapes}   # type: ignore[dict-item]
+
+
 if __name__ == "__main__":
-    print(json.dumps({"python": sys.version.split()[0], "monitoring": _dedupe(with_monitoring()),
-                      "settrace": _dedupe(with_settrace())}))
+    if sys.argv[1:] == ["--fallback"]:
+        print(json.dumps(eager_fallback()))
+    else:
+        print(json.dumps({"python": sys.version.split()[0], "monitoring": _dedupe(with_monitoring()),
+                          "settrace": _dedupe(with_settrace())}))

@@ -62,6 +62,17 @@ def test_monitor_delivers_the_events_settrace_gives() -> None:
     assert not any(e[0] == "line" and e[1] is None for e in got["monitoring"])   # the declined frame's lines
 
 
+def test_an_eager_fallback_is_seen_under_monitoring() -> None:
+    """Negative control on 3.12: with Dynamo forced eager, the original compiled bodies run outside
+    any replay, and the PY_START events of their code objects count them as escapes."""
+    res = subprocess.run([_py312(), str(ROOT / "tests" / "monitor_check.py"), "--fallback"], capture_output=True,
+                         text=True, timeout=600, check=False, cwd=ROOT)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got["backend"] == "monitoring"
+    assert got.get("RMSNorm.rms_forward", 0) > 0 and got.get("SiluAndMul.forward", 0) > 0, got
+
+
 #: `annotate …` in the other interpreter (its venv's console script may not be where its python is)
 _CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
 

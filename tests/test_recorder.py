@@ -2,6 +2,7 @@
 bodies, the compiled-ran-compiled check, aliasing and kernel capture — on one real compiled trace."""
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -136,10 +137,13 @@ def test_an_eager_fallback_is_detected() -> None:
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=1, tokens=3, root=ROOT))
     mods = runtime.import_vendored(ROOT, "cpu")
     rec = Recorder(rt.model, mods, runtime.vendor_root(ROOT))
+    assert gc.isenabled()
     with torch.compiler.set_stance("force_eager"), rec.recording():
+        collecting_inside = gc.isenabled()
         runtime.run_prefill(rt)
     rt.close()
     assert rec.escapes.get("RMSNorm.rms_forward", 0) > 0 and not rec.ran_compiled()
+    assert not collecting_inside and gc.isenabled()   # the collector is off while recording, then back
 
 
 def test_kernel_source_of_each_compiled_function_is_captured(tiny_trace) -> None:
