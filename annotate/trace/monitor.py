@@ -78,6 +78,7 @@ class LineMonitor:
         self.handlers = handlers
         self.tool: int | None = None
         self._stack: list[tuple[Any, FrameType]] = []
+        self._events: list[int] = []   # the events with a callback registered (by `__enter__`)
 
     def __enter__(self) -> LineMonitor:
         mon = _monitoring()
@@ -88,7 +89,9 @@ class LineMonitor:
         self.tool = tool
         self._stack.clear()
         ev = mon.events
-        for event, callback in self._callbacks().items():
+        callbacks = self._callbacks()
+        self._events = list(callbacks)
+        for event, callback in callbacks.items():
             mon.register_callback(tool, event, callback)
         for code in self.codes:
             mon.set_local_events(tool, code, ev.PY_START | ev.LINE | ev.PY_RETURN)
@@ -104,7 +107,7 @@ class LineMonitor:
         mon.set_events(tool, 0)
         for code in self.codes:
             mon.set_local_events(tool, code, 0)
-        for event in self._callbacks():
+        for event in self._events:
             mon.register_callback(tool, event, None)
         mon.free_tool_id(tool)
         self.tool = None
