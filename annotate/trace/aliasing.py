@@ -46,19 +46,16 @@ def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
-#: per pass over snapshots (see `alias_groups`): storage keys by tensor identity, and every alias
-#: group of a set of named tensors by their names and identities
+#: storage keys by tensor identity, for one pass over snapshots (see `alias_groups`)
 StorageKeys = dict[int, tuple[torch.Tensor, "tuple[torch.device, int] | None"]]
-GroupMemo = dict[tuple[tuple[str, int], ...], list[AliasGroup]]
 
 
 def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
-                 keys: StorageKeys | None = None, memo: GroupMemo | None = None) -> list[AliasGroup]:
+                 keys: StorageKeys | None = None) -> list[AliasGroup]:
     """Names (locals and return values) sharing storage, in groups touching a recorded name.
 
-    ``keys`` and ``memo`` are shared by the calls of one pass over snapshots that hold their
-    tensors (so no id is reused meanwhile): one frame's locals recur in every record of it, mostly
-    unchanged, so the groups of the same names bound to the same tensors are worked out once."""
+    ``keys``: storage keys by tensor identity, shared by the calls of one pass over snapshots that
+    hold their tensors (so no id is reused meanwhile): one frame's locals recur in every record of it."""
     if not recorded:
         return []
     candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
@@ -68,13 +65,7 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
         candidates += tensors(retval, "return")
     if len(candidates) < 2:
         return []
-    if memo is None:
-        every = _all_groups(candidates, {} if keys is None else keys)
-    else:
-        sig = tuple((n, id(t)) for n, t in candidates)
-        known = memo.get(sig)
-        every = memo[sig] = _all_groups(candidates, {} if keys is None else keys) if known is None else known
-    return [AliasGroup(list(g.names), list(g.same)) for g in every if any(n in recorded for n in g.names)]
+    return [g for g in _all_groups(candidates, {} if keys is None else keys) if any(n in recorded for n in g.names)]
 
 
 def _all_groups(candidates: list[tuple[str, torch.Tensor]], keys: StorageKeys) -> list[AliasGroup]:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from annotate.trace.aliasing import AliasGroup, GroupMemo, StorageKeys, alias_groups, tensors as _tensors
+from annotate.trace.aliasing import AliasGroup, StorageKeys, alias_groups, tensors as _tensors
 from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
@@ -625,7 +625,6 @@ class Recorder:
         snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
         its memory handed to another tensor) before this runs."""
         keys: StorageKeys = {}   # storage keys by tensor identity, for this pass (see `alias_groups`)
-        memo: GroupMemo = {}     # alias groups by names and tensor identities, for this pass
         for state, stmt, raw_vars, f_locals, retval, key in self._raw:
             info = state.info
             vars_ = [RawVar(n, t, role) for n, t, role in raw_vars]
@@ -638,7 +637,7 @@ class Recorder:
                     layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
                 hit = state.hits.get((line, layer), 0)
                 state.hits[(line, layer)] = hit + 1
-            aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys, memo)
+            aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys)
             self._records.append(RawRecord(info.qualname, info.file, line, end, kind, state.source, layer,
                                           state.module, state.call, hit, 0, text, vars_, aliases, key))
         self._raw.clear()
