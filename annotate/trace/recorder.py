@@ -1,7 +1,8 @@
 """Line recorder for nano-vllm's decoder path, with eager replay of the compiled bodies.
 
-* `sys.settrace`, limited to the code objects of the Python-level forwards (Qwen3Model,
-  Qwen3DecoderLayer, Qwen3Attention, Qwen3MLP, RMSNorm), records after every executed statement a
+* Line events of the code objects of the Python-level forwards only (Qwen3Model,
+  Qwen3DecoderLayer, Qwen3Attention, Qwen3MLP, RMSNorm) — from `sys.monitoring` on Python ≥ 3.12
+  (`monitor.py`), from `sys.settrace` before — drive one set of handlers, which record after every executed statement a
   clone of each tensor it assigns, plus `hidden_states` / `residual` when live, with the layer and
   module the frame belongs to. Compiled functions are not traced and keep running compiled.
 * The compiled bodies (`RMSNorm.rms_forward`, `RMSNorm.add_rms_forward`, `SiluAndMul.forward`,
@@ -14,10 +15,11 @@
   value returned, assigned and passed on is copied once.
 * "Compiled paths ran compiled" is checked, not assumed: the original bodies' code objects are
   watched too, and any frame of theirs outside a replay (i.e. the compiled function fell back to
-  eager) is counted as an escape. Once Inductor's own count of graph runs has agreed with that for
-  a function (`graphs.py`), its later calls run untraced and a call that ran no graph is the escape.
-* Everything that can wait — layers, hit counts, aliasing (`aliasing.py`) — is worked out after the
-  forward, from what the hooks kept.
+  eager) is counted as an escape. With `sys.settrace` on 3.11, once Inductor's own count of graph
+  runs has agreed with that for a function (`graphs.py`), its later calls run untraced and a call
+  that ran no graph is the escape.
+* Everything that can wait — layers, hit counts, aliasing (`aliasing.py`) — is worked out when the
+  records are first read, from what the hooks kept.
 """
 from __future__ import annotations
 
