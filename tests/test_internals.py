@@ -13,6 +13,7 @@ import torch
 
 from annotate.errors import UserError
 from annotate.trace import internals
+from annotate.trace.identity import key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +82,7 @@ def test_module_call_codes_are_the_frames_between_a_call_and_forward() -> None:
     seen: list[int] = []
 
     def tracer(frame: FrameType, event: str, arg: Any) -> None:
-        seen.append(id(frame.f_code))
+        seen.append(key(frame.f_code))
 
     sys.settrace(tracer)
     try:
@@ -89,7 +90,7 @@ def test_module_call_codes_are_the_frames_between_a_call_and_forward() -> None:
     finally:
         sys.settrace(None)
     assert internals.module_call_codes() & set(seen)
-    assert id(torch.nn.Linear.forward.__code__) in seen
+    assert key(torch.nn.Linear.forward.__code__) in seen
 
 
 def test_hooks_installed_sees_module_and_global_hooks() -> None:
@@ -104,6 +105,12 @@ def test_hooks_installed_sees_module_and_global_hooks() -> None:
     finally:
         handle.remove()
     assert not internals.hooks_installed(lin)
+    for register in (lin.register_forward_pre_hook, lin.register_full_backward_hook):
+        handle = register(lambda *a: None)
+        assert internals.hooks_installed(torch.nn.Sequential(torch.nn.ReLU(), lin))   # on a child too
+        handle.remove()
+    lin.compile()   # module-level compile: nn.Module's call machinery runs the compiled wrapper (lazy: nothing compiles here)
+    assert internals.hooks_installed(lin)
 
 
 def test_modes_installed_sees_a_dispatch_mode() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from annotate.trace.identity import key as key_of
 from annotate.trace.numerics import storage_key
 
 
@@ -46,7 +47,7 @@ def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
-#: storage keys by tensor identity, for one pass over snapshots (see `alias_groups`)
+#: storage keys by tensor identity (`identity.key`), for one pass over snapshots (see `alias_groups`)
 StorageKeys = dict[int, tuple[torch.Tensor, "tuple[torch.device, int] | None"]]
 
 
@@ -58,24 +59,37 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
     hold their tensors (so no id is reused meanwhile): one frame's locals recur in every record of it."""
     if not recorded:
         return []
-    candidates = [(k, v) for k, v in f_locals.items() if isinstance(v, torch.Tensor)]
-    candidates += [(n, t) for k, v in f_locals.items() if isinstance(v, (tuple, list)) and k != "self"
-                   for n, t in tensors(v, k)]
+    candidates: list[tuple[str, torch.Tensor]] = []
+    inside: list[tuple[str, torch.Tensor]] = []   # the tensors of tuples and lists, after the plain ones
+    for k, v in f_locals.items():
+        if isinstance(v, torch.Tensor):
+            candidates.append((k, v))
+        elif isinstance(v, (tuple, list)) and k != "self":
+            inside += tensors(v, k)
+    candidates += inside
     if retval is not None:
         candidates += tensors(retval, "return")
     if len(candidates) < 2:
         return []
-    return [g for g in _all_groups(candidates, {} if keys is None else keys) if any(n in recorded for n in g.names)]
+    return _groups(candidates, recorded, {} if keys is None else keys)
 
 
-def _all_groups(candidates: list[tuple[str, torch.Tensor]], keys: StorageKeys) -> list[AliasGroup]:
-    """Every group of two or more of `candidates` that share a storage."""
-    groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
-    for n, t in candidates:
-        hit = keys.get(id(t))
+def _groups(candidates: list[tuple[str, torch.Tensor]], recorded: set[str], keys: StorageKeys) -> list[AliasGroup]:
+    """Every group of two or more of `candidates` that share a storage and hold a recorded name
+    (`same_memory` is worked out for those only)."""
+    storages: list[tuple[torch.device, int] | None] = []
+    for _, t in candidates:
+        ident = key_of(t)
+        hit = keys.get(ident)
         if hit is None or hit[0] is not t:
-            hit = keys[id(t)] = (t, storage_key(t) if t.numel() else None)
-        if hit[1] is not None:
-            groups.setdefault(hit[1], []).append((n, t))
+            hit = keys[ident] = (t, storage_key(t) if t.numel() else None)
+        storages.append(hit[1])
+    present = [s for s in storages if s is not None]
+    if len(set(present)) == len(present):   # no storage holds two of them: most snapshots
+        return []
+    groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
+    for (n, t), storage in zip(candidates, storages):
+        if storage is not None:
+            groups.setdefault(storage, []).append((n, t))
     return [AliasGroup(sorted(n for n, _ in members), same_memory(members))
-            for members in groups.values() if len(members) > 1]
+            for members in groups.values() if len(members) > 1 and any(n in recorded for n, _ in members)]

@@ -22,7 +22,7 @@ between is known to write to no tensor —
   hooks installed anywhere, so that machinery runs nothing else).
 
 Anything else — a call into code the recorder does not see, a compiled function (it may write to
-its inputs), an exception — forgets every copy. Copies are keyed by tensor identity; the table
+its inputs), an exception — forgets every copy. Copies are keyed by tensor identity (`identity.key`); the table
 holds the tensor itself, so its id cannot be handed to another tensor while the entry lives.
 
 A view of a tensor whose copy is still valid (q, k, v split from qkv) is not copied again: its
@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from annotate.trace.identity import key as key_of
 from annotate.trace.numerics import storage_key
 from annotate.trace.sourcemap import TracedStatement
 
@@ -75,7 +76,8 @@ class CopyCache:
 
     def take(self, t: torch.Tensor) -> torch.Tensor:
         """The copy of `t` as it is now: reused if one was taken since the last possible write."""
-        hit = self._copies.get(id(t))
+        ident = key_of(t)
+        hit = self._copies.get(ident)
         if hit is not None and hit[0] is t:
             self.reused += 1
             return hit[1]
@@ -91,7 +93,7 @@ class CopyCache:
                 self._storages[key] = (t, copy)
         else:
             self.derived += 1
-        self._copies[id(t)] = (t, copy)
+        self._copies[ident] = (t, copy)
         return copy
 
     def _view_of_copy(self, t: torch.Tensor, key: tuple[torch.device, int]) -> torch.Tensor | None:
@@ -104,10 +106,17 @@ class CopyCache:
         if base.dtype != t.dtype or t.numel() == 0:
             return None
         start = t.storage_offset() - base.storage_offset()
-        last = start + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        if start < 0 or last >= base.numel() or any(st < 0 for st in t.stride()):
+        if start < 0:
             return None
-        return copy.as_strided(t.shape, t.stride(), copy.storage_offset() + start)
+        shape, stride = t.shape, t.stride()
+        last = start
+        for n, st in zip(shape, stride):   # a plain loop: it runs during the forward
+            if st < 0:
+                return None
+            last += (n - 1) * st
+        if last >= base.numel():
+            return None
+        return copy.as_strided(shape, stride, copy.storage_offset() + start)
 
     def forget(self) -> None:
         """Something the recorder cannot see ran: no copy may be reused."""

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from annotate.errors import UserError
+from annotate.trace.identity import key as key_of
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,9 @@ def innermost_callable(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def module_call_codes() -> frozenset[int]:
-    """ids of the code objects of nn.Module's call machinery."""
+    """Identity keys (`identity.key`) of the code objects of nn.Module's call machinery."""
     module = torch.nn.Module
-    return frozenset(id(f.__code__) for f in (module._wrapped_call_impl, module._call_impl))
+    return frozenset(key_of(f.__code__) for f in (module._wrapped_call_impl, module._call_impl))
 
 
 def hooks_installed(model: torch.nn.Module, modules: list[torch.nn.Module] | None = None) -> bool:
@@ -145,8 +146,13 @@ def hooks_installed(model: torch.nn.Module, modules: list[torch.nn.Module] | Non
     if any(getattr(nn_module, name, None) for name in GLOBAL_HOOKS):
         return True
     mods = list(model.modules()) if modules is None else modules
-    return any(getattr(m, name, None) for m in mods for name in MODULE_HOOKS) or \
-        any(getattr(m, MODULE_COMPILED_CALL, None) is not None for m in mods)
+    for m in mods:
+        # nn.Module.__init__ puts these in the instance dict; reading it skips attribute lookup
+        # (this runs once per recording, over every module)
+        slots = vars(m)
+        if any(slots.get(name) for name in MODULE_HOOKS) or slots.get(MODULE_COMPILED_CALL) is not None:
+            return True
+    return False
 
 
 def modes_installed() -> bool:

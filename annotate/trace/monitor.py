@@ -9,8 +9,9 @@ Python helpers) runs as if nothing were listening.
 The events are turned into the same four calls the recorder's `sys.settrace` path makes, so both
 paths produce the same records (tests/test_monitor.py runs both on one interpreter):
 
-* ``start(frame, code_id)``: a watched frame began (PY_START); returns the recorder's per-frame
-  state, or None for a frame it does not record (a compiled body that fell back to eager).
+* ``start(frame, code_key)``: a watched frame began (PY_START; `code_key` is its code's
+  `identity.key`); returns the recorder's per-frame state, or None for a frame it does not record
+  (a compiled body that fell back to eager).
 * ``line(state, frame, lineno)``: a line of that frame starts (LINE).
 * ``ret(state, frame, value)``: it returns (PY_RETURN), or is unwound by an exception (PY_UNWIND,
   value None).
@@ -18,7 +19,7 @@ paths produce the same records (tests/test_monitor.py runs both on one interpret
   EXCEPTION_HANDLED: the events `sys.settrace` reports as ``"exception"``).
 
 Watched frames nest strictly (none of the watched functions is a generator), so the frame a LINE
-event belongs to is the innermost watched frame: a stack of (state, frame) stands in for
+event belongs to is the innermost watched frame: a stack of (state, frame, code) stands in for
 `sys.settrace`'s per-frame trace functions.
 """
 from __future__ import annotations
@@ -28,6 +29,8 @@ import sys
 from dataclasses import dataclass
 from types import CodeType, FrameType, TracebackType
 from typing import Any, Callable, Iterable
+
+from annotate.trace.identity import key as key_of
 
 #: which line-event source the recorder uses: PEP 669 where the interpreter has it
 BACKENDS = ("monitoring", "settrace")
@@ -77,7 +80,7 @@ class LineMonitor:
                                  "the monitor only follows plain functions")
         self.handlers = handlers
         self.tool: int | None = None
-        self._stack: list[tuple[Any, FrameType]] = []
+        self._stack: list[tuple[Any, FrameType, CodeType]] = []   # (state, frame, its code)
         self._events: list[int] = []   # the events with a callback registered (by `__enter__`)
 
     def __enter__(self) -> LineMonitor:
@@ -118,33 +121,35 @@ class LineMonitor:
         ev = _monitoring().events
         h, stack = self.handlers, self._stack
         start, line, ret, exception = h.start, h.line, h.ret, h.exception
-        watched = frozenset(id(c) for c in self.codes)
+        watched = frozenset(key_of(c) for c in self.codes)
         getframe = sys._getframe
 
         def on_start(code: CodeType, offset: int) -> None:
             frame = getframe(1)   # the frame that started (this callback's caller)
-            stack.append((start(frame, id(code)), frame))
+            stack.append((start(frame, key_of(code)), frame, code))
 
         def on_line(code: CodeType, lineno: int) -> None:
-            state, frame = stack[-1]
-            if frame.f_code is not code:   # cheap, and records would silently go wrong without it
+            state, frame, started = stack[-1]
+            # cheap (the code kept at PY_START, not `frame.f_code`: an audited read), and records
+            # would silently go wrong without it
+            if started is not code:
                 raise RuntimeError(f"line events: a line of {code.co_qualname} arrived while "
-                                   f"{frame.f_code.co_qualname} was the innermost watched frame")
+                                   f"{started.co_qualname} was the innermost watched frame")
             if state is not None:
                 line(state, frame, lineno)
 
         def on_return(code: CodeType, offset: int, value: Any) -> None:
-            state, frame = stack.pop()
+            state, frame, _ = stack.pop()
             if state is not None:
                 ret(state, frame, value)
 
         def on_raise(code: CodeType, offset: int, exc: BaseException) -> None:
-            if id(code) in watched and stack and stack[-1][0] is not None:
+            if key_of(code) in watched and stack and stack[-1][0] is not None:
                 exception()
 
         def on_unwind(code: CodeType, offset: int, exc: BaseException) -> None:
-            if id(code) in watched and stack:
-                state, frame = stack.pop()
+            if key_of(code) in watched and stack:
+                state, frame, _ = stack.pop()
                 if state is not None:
                     exception()
                     ret(state, frame, None)

@@ -38,6 +38,7 @@ from annotate.trace.aliasing import AliasGroup, StorageKeys, alias_groups, tenso
 from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
+from annotate.trace.identity import key as key_of
 from annotate.trace.monitor import Handlers, LineMonitor, check_backend, default_backend
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.sourcemap import CodeInfo, TracedStatement, code_info
@@ -46,7 +47,7 @@ LIVE = ("hidden_states", "residual")
 _LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
 
 
-@dataclass
+@dataclass(slots=True)
 class RawVar:
     """A recorded tensor: a copy (shared with other records while provably unchanged), so later
     in-place updates cannot change it."""
@@ -56,7 +57,7 @@ class RawVar:
     role: str            # "assigned", "live", "return", "argument"
 
 
-@dataclass
+@dataclass(slots=True)   # hundreds are built per forward (`_materialize`)
 class RawRecord:
     """Values after one execution of one statement (or at a function's entry)."""
 
@@ -213,16 +214,16 @@ class Recorder:
         for fn, qual in helpers:
             helper = code_info(fn, qual, vendor_root)
             self.bodies[helper.code] = helper
-        # keyed by id(): hashing a code object hashes its bytecode, names and constants (~0.35 µs,
-        # not cached), and this lookup runs for every Python call in the forward; the code
-        # objects stay alive with their functions, so their ids cannot be reused meanwhile
+        # keyed by identity (`identity.key`): hashing a code object hashes its bytecode, names and
+        # constants (~0.35 µs, not cached), and this lookup runs for every Python call in the
+        # forward; the code objects stay alive with their functions, so their keys cannot be reused
         self._watched: dict[int, tuple[CodeInfo, str]] = {
-            **{id(c): (i, "replay") for c, i in self.bodies.items()},
-            **{id(c): (i, "traced") for c, i in self.traced.items()}}
-        self.names = {id(m): n for n, m in model.named_modules()}
+            **{key_of(c): (i, "replay") for c, i in self.bodies.items()},
+            **{key_of(c): (i, "traced") for c, i in self.traced.items()}}
+        self.names = {key_of(m): n for n, m in model.named_modules()}
         self._modules = list(model.modules())   # the module tree is fixed once recorded (as `names` assumes)
-        self._where: dict[int, tuple[str | None, int | None]] = {}   # id(module) -> (name, layer)
-        self._watch: dict[int, tuple[TracedStatement, tuple[tuple[str, str], ...]]] = {}   # id(statement) -> names to look up
+        self._where: dict[int, tuple[str | None, int | None]] = {}   # key_of(module) -> (name, layer)
+        self._watch: dict[int, tuple[TracedStatement, tuple[tuple[str, str], ...]]] = {}   # key_of(statement) -> names to look up
         self._records: list[RawRecord] = []
         #: finished statements and entries as the forward produced them (see `_materialize`)
         #: per finished statement (or entry, stmt None): frame, statement, (name, copy, role), locals, return, order
@@ -231,6 +232,8 @@ class Recorder:
         self._checks: list[CompiledCheck] = []
         self._pending: list[tuple[str, str, int, str | None, int, list[tuple[str, torch.Tensor]], list[torch.Tensor]]] = []
         self._files: dict[str, str] = {}
+        #: where each compiled body is defined, for its fused-vs-eager check (read once: `__code__` is audited)
+        self._defined = {qual: (self._file_of(fn), fn.__code__.co_firstlineno) for qual, fn in self.originals.items()}
         self._replays: list[_Pending] = []
         self._anchor: int | None = None
         self._sub = 0
@@ -355,7 +358,7 @@ class Recorder:
             for child_name, child in owner.named_children():
                 if child is module:
                     return f"{caller_module}.{child_name}"
-        name = self.names.get(id(module))
+        name = self.names.get(key_of(module))
         return name if name is not None else type(module).__name__
 
     def _run_replays(self) -> None:
@@ -385,7 +388,8 @@ class Recorder:
         call = self._check_calls.get((qual, module), 0)
         self._check_calls[(qual, module)] = call + 1
         eager = [t for _, t in _tensors(ref, "return")]
-        self._pending.append((qual, self._file_of(orig), orig.__code__.co_firstlineno, module, call, fused, eager))
+        file, line = self._defined[qual]
+        self._pending.append((qual, file, line, module, call, fused, eager))
 
     @property
     def checks(self) -> list[CompiledCheck]:
@@ -465,12 +469,12 @@ class Recorder:
         """The global trace function: only the chosen code objects get a line tracer.
 
         It runs for every Python call the traced forward makes (nn.Module's machinery above all),
-        so it is a closure over a bound `dict.get` keyed by id(code) — no attribute lookups, no
+        so it is a closure over a bound `dict.get` keyed by the code's `identity.key` — no attribute lookups, no
         code-object hashing — and does nothing else for frames it does not watch."""
         watched_get = self._watched.get
 
         def on_call(frame: FrameType, event: str, arg: Any) -> Callable | None:
-            watched = watched_get(id(frame.f_code))
+            watched = watched_get(key_of(frame.f_code))
             if watched is None:
                 return None
             return self._on_watched(frame, *watched)
@@ -494,7 +498,7 @@ class Recorder:
         if not self._direct_calls or target is None:
             return False
         while frame is not None and frame is not target:
-            if id(frame.f_code) not in _MODULE_CALL:
+            if key_of(frame.f_code) not in _MODULE_CALL:
                 return False
             frame = frame.f_back
         return frame is not None
@@ -507,10 +511,10 @@ class Recorder:
             ctx = self.replay_stack[-1]
             module, layer = ctx.module, ctx.layer
         else:
-            where = self._where.get(id(owner))
+            where = self._where.get(key_of(owner))
             if where is None:
-                name = self.names.get(id(owner)) if owner is not None else None
-                where = self._where[id(owner)] = (name, layer_of(name))
+                name = self.names.get(key_of(owner)) if owner is not None else None
+                where = self._where[key_of(owner)] = (name, layer_of(name))
             module, layer = where
         key = (info.qualname, module)
         call = self.calls.get(key, 0)
@@ -590,9 +594,9 @@ class Recorder:
         f_locals = frame.f_locals
         take = self.copies.take
         vars_: list[tuple[str, torch.Tensor, str]] = []
-        watch = self._watch.get(id(stmt))
+        watch = self._watch.get(key_of(stmt))
         if watch is None or watch[0] is not stmt:   # per statement, once: this runs after every one
-            watch = self._watch[id(stmt)] = (stmt, _watch_list(stmt, PARALLEL_FORWARDS.get(state.info.qualname, LIVE)))
+            watch = self._watch[key_of(stmt)] = (stmt, _watch_list(stmt, PARALLEL_FORWARDS.get(state.info.qualname, LIVE)))
         for name, role in watch[1]:
             value = f_locals.get(name)
             if isinstance(value, torch.Tensor):
@@ -626,6 +630,16 @@ class Recorder:
         frame's locals; layers, hit counts and aliasing are worked out here. Aliasing from the
         snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
         its memory handed to another tensor) before this runs."""
+        collecting = gc.isenabled()
+        gc.disable()   # it allocates a few objects per record, none in a cycle (as in `recording`)
+        try:
+            self._build_records()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _build_records(self) -> None:
+        """`_materialize`'s work."""
         keys: StorageKeys = {}   # storage keys by tensor identity, for this pass (see `alias_groups`)
         for state, stmt, raw_vars, f_locals, retval, key in self._raw:
             info = state.info
@@ -636,7 +650,7 @@ class Recorder:
                 st = stmt.statement
                 line, end, kind, text, layer = st.start_line, st.end_line, "line", st.text, state.layer
                 for name in st.loop_targets if layer is None else ():
-                    layer = layer_of(self.names.get(id(f_locals.get(name)))) if layer is None else layer
+                    layer = layer_of(self.names.get(key_of(f_locals.get(name)))) if layer is None else layer
                 hit = state.hits.get((line, layer), 0)
                 state.hits[(line, layer)] = hit + 1
             aliases = alias_groups(f_locals, retval, {v.name for v in vars_}, keys)

@@ -1,0 +1,20 @@
+"""Object identity as a dict key, without the audit event that `id()` raises.
+
+Python raises an audit event for every `id()` call, and for every read of `frame.f_code` and of
+`function.__code__`. That costs nothing until a process installs an audit hook. From Python 3.12 on,
+filelock (which torch and the Hugging Face libraries import) installs one. From then on, each of
+those calls also runs that hook, a Python function: about 0.5 µs instead of 0.05 µs on this machine.
+The recorder looks objects up by identity hundreds of times per forward (copies by tensor, frames by
+code object, modules by instance). So it keys them by :func:`key` and keeps the code objects it
+needs out of audited attributes.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+#: `key(obj)`: an int that no other live object shares, as `id(obj)` is. CPython's default hash is
+#: the object's address rotated by four bits, a one-to-one map, and it raises no audit event. It is
+#: taken from `object` itself, so a class that defines its own `__hash__` (torch.Tensor's calls
+#: `id`) is keyed the same way. Like `id`, a key may be reused once its object is gone: a table
+#: keyed by it also holds the object.
+key: Callable[[Any], int] = object.__hash__
