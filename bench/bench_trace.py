@@ -14,7 +14,12 @@ bookkeeping after the forward included, which the recorder does on first access 
 left out), `forward_ratio` the forward under the recorder alone; `per_line_us` is the recorder's
 extra time (to records in hand) per record it made. `replays alone, untraced`: the compiled bodies'
 eager replays on their saved inputs with nothing recording — the floor of `lines + replays` that no
-recorder can remove, as a ratio to the plain forward.
+recorder can remove, as a ratio to the plain forward. `lines, least Python (floor)`: the least
+work any per-line recorder in Python does (`line_floor.py`: per finished statement one read of the
+frame's locals, a snapshot of them, a copy of each tensor object not yet copied; no entries,
+returns, compiled-call bookkeeping or write detection, so its records are not right), with each
+backend, in the same rounds: the gap between it and `lines` is what leaner bookkeeping could
+still remove, its own ratio what any Python recorder pays here.
 Every line-event backend the interpreter has runs in the same rounds (3.11: `sys.settrace`; 3.12+:
 `sys.monitoring` and `sys.settrace`, the like-for-like comparison; `--line-events NAME` for one);
 each interpreter writes its own results file (`make bench` runs the 3.12 venv of `make py312` too,
@@ -63,6 +68,8 @@ from annotate.trace.options import PRESETS, TraceOptions  # noqa: E402
 from annotate.trace.monitor import default_backend  # noqa: E402
 from annotate.trace.recorder import Recorder  # noqa: E402
 from annotate.trace.reference import Identifier, PeerRun, run_reference  # noqa: E402
+
+import line_floor  # noqa: E402  (bench/, beside this script)
 
 PYTHON = ".".join(map(str, sys.version_info[:2]))
 #: one results file per interpreter: 3.11 (sys.settrace; and the identify rows) and 3.12 (sys.monitoring)
@@ -139,6 +146,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         recorders = {f"{m}|{b}": _KeepsReplays(rt.model, mods, runtime.vendor_root(ROOT), replay=m != "lines", backend=b)
                      for b in backends for m in MODES}
         times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
+                                         **{f"floor|{b}": [] for b in backends},
                                          **{f"{m} {k}": [] for m in recorders for k in ("fwd", "hot", "cpu")}}
         counts: dict[str, int] = {}
 
@@ -147,6 +155,15 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
             runtime.run_prefill(rt)
             times["off"].append(time.perf_counter() - t0)
             times["off cpu"].append(time.process_time() - c0)
+
+        infos = list(recorders[f"lines|{backends[0]}"].traced.values())
+
+        def floor(backend: str) -> Callable[[], None]:
+            def run() -> None:
+                t0 = time.perf_counter()
+                counts[f"floor|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend)
+                times[f"floor|{backend}"].append(time.perf_counter() - t0)
+            return run
 
         def mode(name: str) -> Callable[[], None]:
             def run() -> None:
@@ -157,7 +174,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                 times[f"{name} cpu"].append(cpu)
             return run
 
-        steps = [plain, *(mode(m) for m in recorders)]
+        steps = [plain, *(mode(m) for m in recorders), *(floor(b) for b in backends)]
         for step in steps:
             step()   # warm-up: wrappers installed once, so any guard change is compiled here
         for v in times.values():
@@ -187,6 +204,13 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                      "extra_ms": round(extra * 1e3, 3), "records": counts[m],
                      "per_line_us": round(extra / max(counts[m], 1) * 1e6, 2),
                      "target": TARGETS.get((preset, mode_name)), "rounds": rounds})
+    for b in backends:
+        extra = statistics.median(t - o for t, o in zip(times[f"floor|{b}"], times["off"]))
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
+                     "mode": line_floor.MODE, "python": PYTHON, "line_events": b,
+                     "ratio": round(ratio(f"floor|{b}"), 3), "forward_ms": round(off * 1e3, 3),
+                     "extra_ms": round(extra * 1e3, 3), "records": counts[f"floor|{b}"],
+                     "per_line_us": round(extra / max(counts[f"floor|{b}"], 1) * 1e6, 2), "rounds": rounds})
     rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
                  "mode": "replays alone, untraced", "python": PYTHON, "line_events": None,
                  "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),
@@ -292,14 +316,18 @@ def main(argv: list[str]) -> None:
         sorted({default_backend(), "settrace"}, key=lambda b: b != default_backend())
     rows: list[dict[str, Any]] = []
     for preset, layers, tokens in () if "--no-overhead" in argv else SHAPES:
-        rows += overhead(preset, layers, tokens, rounds, backends)
-        for r in rows[-1 - len(MODES) * len(backends):-1]:
-            print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (hot path {r['hot_ratio']:.2f}x; "
-                  f"CPU time {r['cpu_ratio']:.2f}x; under the forward {r['forward_ratio']:.2f}x; "
-                  f"plain forward {r['forward_ms']:.1f} ms, "
-                  f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records; "
-                  f"{r['line_events']})")
-        print(f"{rows[-1]['shape']:>22} {rows[-1]['mode']}: {rows[-1]['ratio']:.2f}x of a plain forward")
+        shape_rows = overhead(preset, layers, tokens, rounds, backends)
+        rows += shape_rows
+        for r in shape_rows:
+            if r["mode"] in MODES:
+                print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (hot path {r['hot_ratio']:.2f}x; "
+                      f"CPU time {r['cpu_ratio']:.2f}x; under the forward {r['forward_ratio']:.2f}x; "
+                      f"plain forward {r['forward_ms']:.1f} ms, "
+                      f"+{r['extra_ms']:.1f} ms, {r['per_line_us']:.1f} µs per record over {r['records']} records; "
+                      f"{r['line_events']})")
+            else:
+                print(f"{r['shape']:>22} {r['mode']}: {r['ratio']:.2f}x of a plain forward"
+                      + (f" ({r['line_events']})" if r["line_events"] else ""))
     if "--no-identify" not in argv:
         rows += identify_rows(IDENTIFY_ROUNDS)
         for r in rows:

@@ -1,0 +1,130 @@
+"""The least Python a per-line recorder runs: a floor for the benchmark, not a recorder.
+
+After each statement of the watched forwards, it reads the frame's locals once and keeps a snapshot
+of them, as the recorder does (aliasing is worked out from it later). It copies each tensor held by
+the statement's targets or the live names (`hidden_states`, `residual`), unless it already copied
+that tensor object in this forward. It records no entries or returns, no compiled calls and no
+replays. It never copies a tensor again after a write: a later in-place update would change what
+an earlier line shows. So its records are not right, and a correct recorder does at least this much
+work.
+
+`bench_trace.py` runs it in the same rounds as the recorder. Its ratio above 1 is what any per-line
+recorder written in Python pays here. The gap up to the recorder's `lines` ratio is what leaner
+bookkeeping could still remove.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Iterable
+
+import torch
+
+from annotate.trace.identity import key as key_of
+from annotate.trace.recorder import LIVE
+from annotate.trace.sourcemap import CodeInfo, TracedStatement
+
+#: the mode name of its rows in bench/results/trace*.json
+MODE = "lines, least Python (floor)"
+
+
+class _Floor:
+    """Per-statement work and what it kept (see the module docstring)."""
+
+    def __init__(self, infos: Iterable[CodeInfo]) -> None:
+        self.infos = list(infos)
+        self.statements = {key_of(i.code): i.statements for i in self.infos}
+        self.watch = {key_of(s): tuple(s.statement.bound_names) + tuple(n for n in LIVE if n not in s.statement.bound_names)
+                      for i in self.infos for s in i.statements.values()}
+        self.raw: list[tuple[TracedStatement, list[tuple[str, torch.Tensor]], dict[str, Any]]] = []
+        self.copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def finish(self, frame: Any, stmt: TracedStatement) -> None:
+        f_locals = frame.f_locals
+        kept = []
+        for name in self.watch[key_of(stmt)]:
+            value = f_locals.get(name)
+            if isinstance(value, torch.Tensor):
+                hit = self.copies.get(key_of(value))
+                if hit is None or hit[0] is not value:
+                    hit = self.copies[key_of(value)] = (value, value.clone())
+                kept.append((name, hit[1]))
+        self.raw.append((stmt, kept, f_locals.copy()))
+
+
+def _monitoring(floor: _Floor, run: Callable[[], None]) -> None:
+    """`run()` with line events from sys.monitoring on the watched code objects only."""
+    mon = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+    ev = mon.events
+    tool = next(t for t in (5, 4, 3, 2, 1, 0) if mon.get_tool(t) is None)
+    stack: list[list[Any]] = []   # [frame, its statements, the current one]
+    getframe, statements, finish = sys._getframe, floor.statements, floor.finish
+
+    def on_start(code: Any, offset: int) -> None:
+        stack.append([getframe(1), statements[key_of(code)], None])
+
+    def on_line(code: Any, lineno: int) -> None:
+        top = stack[-1]
+        stmt = top[1].get(lineno)
+        if stmt is not None and stmt is not top[2]:
+            done, top[2] = top[2], stmt
+            if done is not None:
+                finish(top[0], done)
+
+    def on_return(code: Any, offset: int, value: Any) -> None:
+        top = stack.pop()
+        if top[2] is not None:
+            finish(top[0], top[2])
+
+    events = {ev.PY_START: on_start, ev.LINE: on_line, ev.PY_RETURN: on_return}
+    mon.use_tool_id(tool, "annotate-bench-floor")
+    try:
+        for event, callback in events.items():
+            mon.register_callback(tool, event, callback)
+        for info in floor.infos:
+            mon.set_local_events(tool, info.code, ev.PY_START | ev.LINE | ev.PY_RETURN)
+        run()
+    finally:
+        for info in floor.infos:
+            mon.set_local_events(tool, info.code, 0)
+        for event in events:
+            mon.register_callback(tool, event, None)
+        mon.free_tool_id(tool)
+
+
+def _settrace(floor: _Floor, run: Callable[[], None]) -> None:
+    """`run()` under sys.settrace, with a line tracer for the watched code objects only."""
+    statements, finish = floor.statements, floor.finish
+
+    def on_call(frame: Any, event: str, arg: Any) -> Callable | None:
+        stmts = statements.get(key_of(frame.f_code))
+        if stmts is None:
+            return None
+        state: list[Any] = [None]
+
+        def local(frame: Any, event: str, arg: Any) -> Callable:
+            if event == "line":
+                stmt = stmts.get(frame.f_lineno)
+                if stmt is not None and stmt is not state[0]:
+                    done, state[0] = state[0], stmt
+                    if done is not None:
+                        finish(frame, done)
+            elif event == "return" and state[0] is not None:
+                finish(frame, state[0])
+            return local
+
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(on_call)
+    try:
+        run()
+    finally:
+        sys.settrace(previous)
+
+
+def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str) -> int:
+    """Run `run()` under the floor recorder with line events from `backend` (`monitoring` or
+    `settrace`); returns how many statements it recorded."""
+    floor = _Floor(infos)
+    (_monitoring if backend == "monitoring" else _settrace)(floor, run)
+    return len(floor.raw)
