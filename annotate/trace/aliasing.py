@@ -41,14 +41,25 @@ def tensors(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
 
 def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
     """Names whose tensor has the same pointer, shape and strides as another member's."""
-    by_view: dict[tuple, list[str]] = {}
-    for n, t in members:
-        by_view.setdefault((t.data_ptr(), tuple(t.shape), t.stride(), t.dtype), []).append(n)
+    return _same([(n, _view(t)) for n, t in members])
+
+
+def _view(t: torch.Tensor) -> tuple[Any, ...]:
+    """What makes two tensors literally the same memory: pointer, shape, strides and dtype."""
+    return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
+
+
+def _same(views: list[tuple[str, tuple[Any, ...]]]) -> list[str]:
+    """Names whose view (`_view`) another name has too."""
+    by_view: dict[tuple[Any, ...], list[str]] = {}
+    for n, v in views:
+        by_view.setdefault(v, []).append(n)
     return sorted(n for names in by_view.values() if len(names) > 1 for n in names)
 
 
-#: storage keys by tensor identity (`identity.key`), for one pass over snapshots (see `alias_groups`)
-StorageKeys = dict[int, tuple[torch.Tensor, "tuple[torch.device, int] | None"]]
+#: what one pass over snapshots learns of each tensor, by identity (`identity.key`; see
+#: `alias_groups`): [the tensor, its storage key (None when empty), its `_view` once asked for]
+StorageKeys = dict[int, list[Any]]
 
 
 def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
@@ -77,19 +88,25 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
 def _groups(candidates: list[tuple[str, torch.Tensor]], recorded: set[str], keys: StorageKeys) -> list[AliasGroup]:
     """Every group of two or more of `candidates` that share a storage and hold a recorded name
     (`same_memory` is worked out for those only)."""
-    storages: list[tuple[torch.device, int] | None] = []
+    facts: list[list[Any]] = []
     for _, t in candidates:
         ident = key_of(t)
         hit = keys.get(ident)
         if hit is None or hit[0] is not t:
-            hit = keys[ident] = (t, storage_key(t) if t.numel() else None)
-        storages.append(hit[1])
-    present = [s for s in storages if s is not None]
+            hit = keys[ident] = [t, storage_key(t) if t.numel() else None, None]
+        facts.append(hit)
+    present = [f[1] for f in facts if f[1] is not None]
     if len(set(present)) == len(present):   # no storage holds two of them: most snapshots
         return []
-    groups: dict[tuple[torch.device, int], list[tuple[str, torch.Tensor]]] = {}
-    for (n, t), storage in zip(candidates, storages):
-        if storage is not None:
-            groups.setdefault(storage, []).append((n, t))
-    return [AliasGroup(sorted(n for n, _ in members), same_memory(members))
-            for members in groups.values() if len(members) > 1 and any(n in recorded for n, _ in members)]
+    groups: dict[tuple[torch.device, int], list[tuple[str, list[Any]]]] = {}
+    for (n, _), fact in zip(candidates, facts):
+        if fact[1] is not None:
+            groups.setdefault(fact[1], []).append((n, fact))
+    out = []
+    for members in groups.values():
+        if len(members) > 1 and any(n in recorded for n, _ in members):
+            for _, fact in members:
+                if fact[2] is None:
+                    fact[2] = _view(fact[0])
+            out.append(AliasGroup(sorted(n for n, _ in members), _same([(n, fact[2]) for n, fact in members])))
+    return out
