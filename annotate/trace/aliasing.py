@@ -39,18 +39,13 @@ def tensors(value: Any, name: str) -> list[tuple[str, torch.Tensor]]:
     return []
 
 
-def same_memory(members: list[tuple[str, torch.Tensor]]) -> list[str]:
-    """Names whose tensor has the same pointer, shape and strides as another member's."""
-    return _same([(n, _view(t)) for n, t in members])
-
-
 def _view(t: torch.Tensor) -> tuple[Any, ...]:
     """What makes two tensors literally the same memory: pointer, shape, strides and dtype."""
     return (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
 
 
 def _same(views: list[tuple[str, tuple[Any, ...]]]) -> list[str]:
-    """Names whose view (`_view`) another name has too."""
+    """Names whose tensor has the same view (`_view`: pointer, shape, strides, dtype) as another's."""
     by_view: dict[tuple[Any, ...], list[str]] = {}
     for n, v in views:
         by_view.setdefault(v, []).append(n)
@@ -87,7 +82,7 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
 
 def _groups(candidates: list[tuple[str, torch.Tensor]], recorded: set[str], keys: StorageKeys) -> list[AliasGroup]:
     """Every group of two or more of `candidates` that share a storage and hold a recorded name
-    (`same_memory` is worked out for those only)."""
+    (whether they are the same memory, `_same`, is worked out for those only)."""
     facts: list[list[Any]] = []
     for _, t in candidates:
         ident = key_of(t)

@@ -129,6 +129,21 @@ class _Replay:
     layer: int | None
 
 
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """The cyclic collector off while the block runs (then as it was). Recording leaves a few small
+    containers behind per statement (copies, a snapshot of the locals), and building the records a
+    few objects per record; none form cycles, but with the collector on they trigger collections
+    that walk every tracked object of the process (torch's and Dynamo's included)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def layer_of(module_name: str | None) -> int | None:
     """`model.layers.3.mlp` → 3; None outside the decoder layers."""
     m = _LAYER_RE.search(module_name or "")
@@ -380,9 +395,9 @@ class Recorder:
             finally:
                 self.replay_stack.pop()
                 self._anchor = None
-            self._check(p.qual, p.orig, name, p.fused, ref)
+            self._check(p.qual, name, p.fused, ref)
 
-    def _check(self, qual: str, orig: Callable, module: str | None, fused: list[tuple[str, torch.Tensor]],
+    def _check(self, qual: str, module: str | None, fused: list[tuple[str, torch.Tensor]],
                ref: Any) -> None:
         """Keep the fused and eager outputs; distances are computed on demand (`checks`)."""
         call = self._check_calls.get((qual, module), 0)
@@ -401,7 +416,7 @@ class Recorder:
         return self._checks
 
     def _file_of(self, fn: Callable) -> str:
-        """Path of `fn`'s file relative to the vendor root (cached: called once per compiled call)."""
+        """Path of `fn`'s file relative to the vendor root (cached by file name)."""
         name = fn.__code__.co_filename
         if name not in self._files:
             path = Path(name).resolve()
@@ -425,19 +440,12 @@ class Recorder:
         if _SUSPEND:   # the count only decides when the 3.11 tracer may be set aside (`_wrapper`)
             self.graphs.start()
         self.active = True
-        # each finished statement leaves a few small containers behind (copies, a snapshot of the
-        # locals): with the cyclic collector on, they trigger collections that walk every tracked
-        # object of the process (torch's and Dynamo's included); none of them form cycles
-        collecting = gc.isenabled()
-        gc.disable()
         try:
-            with self._line_events():
+            with _no_cyclic_gc(), self._line_events():
                 yield
                 self._run_replays()
             # the records are built when first asked for (`records`): bookkeeping, off the hot path
         finally:
-            if collecting:
-                gc.enable()
             self.active = False
             self._replays.clear()
             self.copies.forget()   # (its counts stay: they describe this recording)
@@ -469,8 +477,8 @@ class Recorder:
         """The global trace function: only the chosen code objects get a line tracer.
 
         It runs for every Python call the traced forward makes (nn.Module's machinery above all),
-        so it is a closure over a bound `dict.get` keyed by the code's `identity.key` — no attribute lookups, no
-        code-object hashing — and does nothing else for frames it does not watch."""
+        so it is a closure over a bound `dict.get` keyed by the code's `identity.key` — no attribute
+        lookups, no code-object hashing — and does nothing else for frames it does not watch."""
         watched_get = self._watched.get
 
         def on_call(frame: FrameType, event: str, arg: Any) -> Callable | None:
@@ -511,10 +519,11 @@ class Recorder:
             ctx = self.replay_stack[-1]
             module, layer = ctx.module, ctx.layer
         else:
-            where = self._where.get(key_of(owner))
+            owner_key = key_of(owner)
+            where = self._where.get(owner_key)
             if where is None:
-                name = self.names.get(key_of(owner)) if owner is not None else None
-                where = self._where[key_of(owner)] = (name, layer_of(name))
+                name = self.names.get(owner_key) if owner is not None else None
+                where = self._where[owner_key] = (name, layer_of(name))
             module, layer = where
         key = (info.qualname, module)
         call = self.calls.get(key, 0)
@@ -630,13 +639,8 @@ class Recorder:
         frame's locals; layers, hit counts and aliasing are worked out here. Aliasing from the
         snapshots is exact: they hold the tensors themselves, so none of them could be freed (and
         its memory handed to another tensor) before this runs."""
-        collecting = gc.isenabled()
-        gc.disable()   # it allocates a few objects per record, none in a cycle (as in `recording`)
-        try:
+        with _no_cyclic_gc():
             self._build_records()
-        finally:
-            if collecting:
-                gc.enable()
 
     def _build_records(self) -> None:
         """`_materialize`'s work."""
