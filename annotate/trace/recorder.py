@@ -121,7 +121,7 @@ class _Pending:
     inference_mode: bool   # the replay runs in the grad mode of the call (in-place ops need it)
 
 
-@dataclass
+@dataclass(frozen=True)   # shared by the replays of one (instance, caller)
 class _Replay:
     """Context of one eager replay: who it stands for."""
 
@@ -250,6 +250,8 @@ class Recorder:
         #: where each compiled body is defined, for its fused-vs-eager check (read once: `__code__` is audited)
         self._defined = {qual: (self._file_of(fn), fn.__code__.co_firstlineno) for qual, fn in self.originals.items()}
         self._replays: list[_Pending] = []
+        #: who each replay stands for, by (instance, caller's self, caller's module name): see `_instance_name`
+        self._replay_where: dict[tuple[int, int, str | None], _Replay] = {}
         self._anchor: int | None = None
         self._sub = 0
         self.compiled_calls: dict[str, int] = {}
@@ -381,21 +383,29 @@ class Recorder:
         tracer. Deferred to the end of the recorded forward so that the fused path itself only pays
         for the clones; the replayed records are put back at the place of their call (`order`)."""
         while self._replays:
-            p = self._replays.pop(0)
+            mode = self._replays[0].inference_mode
+            with torch.inference_mode(mode):   # one context for the run of replays that share it
+                while self._replays and self._replays[0].inference_mode == mode:
+                    self._replay(self._replays.pop(0))
+
+    def _replay(self, p: _Pending) -> None:
+        """One compiled call's eager replay (see `_run_replays`), in the grad mode of the call."""
+        where = self._replay_where.get((key_of(p.module), key_of(p.caller[0]), p.caller[1]))
+        if where is None:   # the module tree is fixed: once per (instance, caller)
             name = self._instance_name(p.module, p.caller)
-            self.replay_stack.append(_Replay(name, layer_of(name)))
-            self._anchor = p.anchor
-            self.copies.forget()
-            # the body may write to its inputs (float32 runs do): give it copies of its own, so the
-            # recorded values that share the saved inputs stay as they were
-            inputs = [clone(a) if isinstance(a, torch.Tensor) else a for a in p.inputs]
-            try:
-                with torch.inference_mode(p.inference_mode):
-                    ref = p.orig(p.module, *inputs)
-            finally:
-                self.replay_stack.pop()
-                self._anchor = None
-            self._check(p.qual, name, p.fused, ref)
+            where = self._replay_where[(key_of(p.module), key_of(p.caller[0]), p.caller[1])] = _Replay(name, layer_of(name))
+        self.replay_stack.append(where)
+        self._anchor = p.anchor
+        self.copies.forget()
+        # the body may write to its inputs (float32 runs do): give it copies of its own, so the
+        # recorded values that share the saved inputs stay as they were
+        inputs = [clone(a) if isinstance(a, torch.Tensor) else a for a in p.inputs]
+        try:
+            ref = p.orig(p.module, *inputs)
+        finally:
+            self.replay_stack.pop()
+            self._anchor = None
+        self._check(p.qual, where.module, p.fused, ref)
 
     def _check(self, qual: str, module: str | None, fused: list[tuple[str, torch.Tensor]],
                ref: Any) -> None:
