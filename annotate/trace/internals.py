@@ -146,13 +146,8 @@ def hooks_installed(model: torch.nn.Module, modules: list[torch.nn.Module] | Non
     if any(getattr(nn_module, name, None) for name in GLOBAL_HOOKS):
         return True
     mods = list(model.modules()) if modules is None else modules
-    for m in mods:
-        # nn.Module.__init__ puts these in the instance dict; reading it skips attribute lookup
-        # (this runs once per recording, over every module)
-        slots = vars(m)
-        if any(slots.get(name) for name in MODULE_HOOKS) or slots.get(MODULE_COMPILED_CALL) is not None:
-            return True
-    return False
+    return any(getattr(m, name, None) for m in mods for name in MODULE_HOOKS) or \
+        any(getattr(m, MODULE_COMPILED_CALL, None) is not None for m in mods)
 
 
 def modes_installed() -> bool:
