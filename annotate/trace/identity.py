@@ -5,8 +5,8 @@ Python raises an audit event for every `id()` call, and for every read of `frame
 filelock (which torch and the Hugging Face libraries import) installs one. From then on, each of
 those calls also runs that hook, a Python function: about 0.5 µs instead of 0.05 µs on this machine.
 The recorder looks objects up by identity hundreds of times per forward (copies by tensor, frames by
-code object, modules by instance). So it keys them by :func:`key` and keeps the code objects it
-needs out of audited attributes.
+code object, modules by instance). So it keys them by :func:`key`, and reads code objects through
+audited attributes only where nothing else will do.
 """
 from __future__ import annotations
 
