@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from annotate.trace.identity import key as key_of
-from annotate.trace.recorder import LIVE
+from annotate.trace.recorder import _watch_list
 from annotate.trace.sourcemap import CodeInfo, TracedStatement
 
 #: the mode name of its rows in bench/results/trace*.json
@@ -33,8 +33,8 @@ class _Floor:
     def __init__(self, infos: Iterable[CodeInfo]) -> None:
         self.infos = list(infos)
         self.statements = {key_of(i.code): i.statements for i in self.infos}
-        self.watch = {key_of(s): tuple(s.statement.bound_names) + tuple(n for n in LIVE if n not in s.statement.bound_names)
-                      for i in self.infos for s in i.statements.values()}
+        # the names the recorder looks up after each statement (its targets, then the live ones)
+        self.watch = {key_of(s): tuple(n for n, _ in _watch_list(s)) for i in self.infos for s in i.statements.values()}
         self.raw: list[tuple[TracedStatement, list[tuple[str, torch.Tensor]], dict[str, Any]]] = []
         self.copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -44,9 +44,10 @@ class _Floor:
         for name in self.watch[key_of(stmt)]:
             value = f_locals.get(name)
             if isinstance(value, torch.Tensor):
-                hit = self.copies.get(key_of(value))
+                ident = key_of(value)
+                hit = self.copies.get(ident)
                 if hit is None or hit[0] is not value:
-                    hit = self.copies[key_of(value)] = (value, value.clone())
+                    hit = self.copies[ident] = (value, value.clone())
                 kept.append((name, hit[1]))
         self.raw.append((stmt, kept, f_locals.copy()))
 

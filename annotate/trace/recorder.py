@@ -390,10 +390,11 @@ class Recorder:
 
     def _replay(self, p: _Pending) -> None:
         """One compiled call's eager replay (see `_run_replays`), in the grad mode of the call."""
-        where = self._replay_where.get((key_of(p.module), key_of(p.caller[0]), p.caller[1]))
+        who = (key_of(p.module), key_of(p.caller[0]), p.caller[1])
+        where = self._replay_where.get(who)
         if where is None:   # the module tree is fixed: once per (instance, caller)
             name = self._instance_name(p.module, p.caller)
-            where = self._replay_where[(key_of(p.module), key_of(p.caller[0]), p.caller[1])] = _Replay(name, layer_of(name))
+            where = self._replay_where[who] = _Replay(name, layer_of(name))
         self.replay_stack.append(where)
         self._anchor = p.anchor
         self.copies.forget()
