@@ -19,7 +19,11 @@ work any per-line recorder in Python does (`line_floor.py`: per finished stateme
 frame's locals, a snapshot of them, a copy of each tensor object not yet copied; no entries,
 returns, compiled-call bookkeeping or write detection, so its records are not right), with each
 backend, in the same rounds: the gap between it and `lines` is what leaner bookkeeping could
-still remove, its own ratio what any Python recorder pays here.
+still remove, its own ratio what any Python recorder pays here. Split in the same rounds:
+`lines, least Python, no copies` (the same callbacks keeping the tensors themselves),
+`line events alone (C callback)` (sys.monitoring's events delivered to a builtin: what the
+interpreter's event machinery costs with no Python per event) and the derived `copies alone (floor −
+no copies)` (per round: what the floor's copies cost inside the forward).
 Every line-event backend the interpreter has runs in the same rounds (3.11: `sys.settrace`; 3.12+:
 `sys.monitoring` and `sys.settrace`, the like-for-like comparison; `--line-events NAME` for one);
 each interpreter writes its own results file (`make bench` runs the 3.12 venv of `make py312` too,
@@ -134,19 +138,23 @@ def replay_floor(rec: _KeepsReplays, rt: runtime.Runtime, rounds: int) -> float:
 
 
 MODES = ("lines", "lines + replays")
+#: a derived row: the floor's copies alone (floor − no copies, per round), as 1 + their share of the plain forward
+COPIES_MODE = "copies alone (floor − no copies)"
 
 
 def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[str]) -> list[dict[str, Any]]:
     """Rows for one shape: lines and lines + replays, with each line-event backend, against the
     plain forward, all interleaved in the same rounds."""
     rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT))
+    # the floor and its two parts (`line_floor.py`); the events alone only where callbacks can be builtins
+    floors = [(v, b) for b in backends for v in line_floor.VARIANTS if v != "events alone" or b == "monitoring"]
     try:
         mods = runtime.import_vendored(ROOT, "cpu")
         runtime.run_prefill(rt)   # compile
         recorders = {f"{m}|{b}": _KeepsReplays(rt.model, mods, runtime.vendor_root(ROOT), replay=m != "lines", backend=b)
                      for b in backends for m in MODES}
         times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
-                                         **{f"floor|{b}": [] for b in backends},
+                                         **{f"{v}|{b}": [] for v, b in floors},
                                          **{f"{m} {k}": [] for m in recorders for k in ("fwd", "hot", "cpu")}}
         counts: dict[str, int] = {}
 
@@ -158,11 +166,11 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
 
         infos = list(recorders[f"lines|{backends[0]}"].traced.values())
 
-        def floor(backend: str) -> Callable[[], None]:
+        def floor(variant: str, backend: str) -> Callable[[], None]:
             def run() -> None:
                 t0 = time.perf_counter()
-                counts[f"floor|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend)
-                times[f"floor|{backend}"].append(time.perf_counter() - t0)
+                counts[f"{variant}|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend, variant)
+                times[f"{variant}|{backend}"].append(time.perf_counter() - t0)
             return run
 
         def mode(name: str) -> Callable[[], None]:
@@ -174,7 +182,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                 times[f"{name} cpu"].append(cpu)
             return run
 
-        steps = [plain, *(mode(m) for m in recorders), *(floor(b) for b in backends)]
+        steps = [plain, *(mode(m) for m in recorders), *(floor(v, b) for v, b in floors)]
         for step in steps:
             step()   # warm-up: wrappers installed once, so any guard change is compiled here
         for v in times.values():
@@ -204,13 +212,19 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                      "extra_ms": round(extra * 1e3, 3), "records": counts[m],
                      "per_line_us": round(extra / max(counts[m], 1) * 1e6, 2),
                      "target": TARGETS.get((preset, mode_name)), "rounds": rounds})
-    for b in backends:
-        extra = statistics.median(t - o for t, o in zip(times[f"floor|{b}"], times["off"]))
+    for v, b in floors:
+        extra = statistics.median(t - o for t, o in zip(times[f"{v}|{b}"], times["off"]))
+        n = counts[f"{v}|{b}"]
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
-                     "mode": line_floor.MODE, "python": PYTHON, "line_events": b,
-                     "ratio": round(ratio(f"floor|{b}"), 3), "forward_ms": round(off * 1e3, 3),
-                     "extra_ms": round(extra * 1e3, 3), "records": counts[f"floor|{b}"],
-                     "per_line_us": round(extra / max(counts[f"floor|{b}"], 1) * 1e6, 2), "rounds": rounds})
+                     "mode": line_floor.VARIANTS[v], "python": PYTHON, "line_events": b,
+                     "ratio": round(ratio(f"{v}|{b}"), 3), "forward_ms": round(off * 1e3, 3),
+                     "extra_ms": round(extra * 1e3, 3), "records": n or None,
+                     "per_line_us": round(extra / n * 1e6, 2) if n else None, "rounds": rounds})
+    for b in backends:   # the copies alone: floor − no copies, per round, as a ratio to that round's plain forward
+        copies = statistics.median((f - c) / o for f, c, o in zip(times[f"floor|{b}"], times[f"no copies|{b}"], times["off"]))
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
+                     "mode": COPIES_MODE, "python": PYTHON, "line_events": b, "ratio": round(1 + copies, 3),
+                     "forward_ms": round(off * 1e3, 3), "extra_ms": round(copies * off * 1e3, 3), "rounds": rounds})
     rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
                  "mode": "replays alone, untraced", "python": PYTHON, "line_events": None,
                  "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),

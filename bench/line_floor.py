@@ -11,6 +11,19 @@ work.
 `bench_trace.py` runs it in the same rounds as the recorder. Its ratio above 1 is what any per-line
 recorder written in Python pays here. The gap up to the recorder's `lines` ratio is what leaner
 bookkeeping could still remove.
+
+Two variants split that floor, in the same rounds:
+
+* `no copies` (:data:`MODE_NO_COPIES`): the same callbacks keeping each tensor itself instead of a
+  copy. Its distance to the floor is what the copies cost inside the forward, where the forward's
+  own work keeps evicting the caches between them (several times their cost in a loop).
+* `events alone` (:data:`MODE_EVENTS`, sys.monitoring only): the same local events on the same code
+  objects, delivered to a builtin (C) callable that does nothing with them. What the interpreter's
+  event machinery costs with no Python callback at all: what a recorder written in C would still pay
+  for its events.
+
+A recorder in C would pay at least the events and the copies: `events alone` + (`floor` − `no
+copies`) − 1 above the plain forward.
 """
 from __future__ import annotations
 
@@ -23,15 +36,20 @@ from annotate.trace.identity import key as key_of
 from annotate.trace.recorder import _watch_list
 from annotate.trace.sourcemap import CodeInfo, TracedStatement
 
-#: the mode name of its rows in bench/results/trace*.json
+#: the mode names of its rows in bench/results/trace*.json
 MODE = "lines, least Python (floor)"
+MODE_NO_COPIES = "lines, least Python, no copies"
+MODE_EVENTS = "line events alone (C callback)"
+#: variant name (`record`'s argument) -> row mode
+VARIANTS = {"floor": MODE, "no copies": MODE_NO_COPIES, "events alone": MODE_EVENTS}
 
 
 class _Floor:
     """Per-statement work and what it kept (see the module docstring)."""
 
-    def __init__(self, infos: Iterable[CodeInfo]) -> None:
+    def __init__(self, infos: Iterable[CodeInfo], copy: bool = True) -> None:
         self.infos = list(infos)
+        self.copy = copy
         self.statements = {key_of(i.code): i.statements for i in self.infos}
         # the names the recorder looks up after each statement (its targets, then the live ones)
         self.watch = {key_of(s): tuple(n for n, _ in _watch_list(s)) for i in self.infos for s in i.statements.values()}
@@ -47,7 +65,7 @@ class _Floor:
                 ident = key_of(value)
                 hit = self.copies.get(ident)
                 if hit is None or hit[0] is not value:
-                    hit = self.copies[ident] = (value, value.clone())
+                    hit = self.copies[ident] = (value, value.clone() if self.copy else value)
                 kept.append((name, hit[1]))
         self.raw.append((stmt, kept, f_locals.copy()))
 
@@ -123,9 +141,39 @@ def _settrace(floor: _Floor, run: Callable[[], None]) -> None:
         sys.settrace(previous)
 
 
-def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str) -> int:
-    """Run `run()` under the floor recorder with line events from `backend` (`monitoring` or
-    `settrace`); returns how many statements it recorded."""
-    floor = _Floor(infos)
+def _events_alone(infos: Iterable[CodeInfo], run: Callable[[], None]) -> int:
+    """`run()` with the floor's local events (PY_START, LINE, PY_RETURN) on the watched code objects,
+    delivered to `slice`: a builtin that takes their two or three arguments and runs no Python.
+    Records nothing (returns 0)."""
+    mon = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+    ev = mon.events
+    tool = next(t for t in (5, 4, 3, 2, 1, 0) if mon.get_tool(t) is None)
+    codes = [i.code for i in infos]
+    events = (ev.PY_START, ev.LINE, ev.PY_RETURN)
+    mon.use_tool_id(tool, "annotate-bench-events")
+    try:
+        for event in events:
+            mon.register_callback(tool, event, slice)
+        for code in codes:
+            mon.set_local_events(tool, code, ev.PY_START | ev.LINE | ev.PY_RETURN)
+        run()
+    finally:
+        for code in codes:
+            mon.set_local_events(tool, code, 0)
+        for event in events:
+            mon.register_callback(tool, event, None)
+        mon.free_tool_id(tool)
+    return 0
+
+
+def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str, variant: str = "floor") -> int:
+    """Run `run()` under the floor recorder (`variant`: a key of :data:`VARIANTS`) with line events
+    from `backend` (`monitoring` or `settrace`); returns how many statements it recorded (0 for
+    `events alone`, which records nothing)."""
+    if variant == "events alone":
+        if backend != "monitoring":
+            raise ValueError("events alone: sys.monitoring only (settrace has no builtin callbacks)")
+        return _events_alone(infos, run)
+    floor = _Floor(infos, copy=variant == "floor")
     (_monitoring if backend == "monitoring" else _settrace)(floor, run)
     return len(floor.raw)
