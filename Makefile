@@ -6,13 +6,14 @@ STAMP  := $(VENV)/.installed-stamp
 NPM_STAMP := node_modules/.installed-stamp
 TRACE  ?= traces/cpu
 
-.PHONY: site test install vendor trace experiments build serve browser bench clean gpu-wheels lint py312
+.PHONY: site test install vendor native trace experiments build serve browser bench clean gpu-wheels lint py312
 
-## site: install, materialise the vendor copy, trace on CPU, run the experiments, build the site into site/
-site: install vendor trace experiments build
+## site: install, materialise the vendor copy, compile the recorder's hot path, trace on CPU, run the experiments, build the site into site/
+site: install vendor native trace experiments build
 
-## test: install, materialise the vendor copy, make sure Chromium is there, a Python 3.12 beside it, lint and type-check, run the test suite
-test: install vendor browser py312 lint
+## test: install, materialise the vendor copy, make sure Chromium is there, a Python 3.12 beside it, the recorder's hot path
+## compiled for both, lint and type-check, run the test suite
+test: install vendor browser py312 native lint
 	ANNOTATE_PY312=$(VENV312)/bin/python $(BIN)/python -m pytest
 
 ## lint: ruff and mypy, configured in pyproject.toml
@@ -28,8 +29,16 @@ $(NPM_STAMP): package.json package-lock.json
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,native]'
 	touch $(STAMP)
+
+## native: the recorder's per-line modules compiled by mypyc for each venv (annotate/trace/native.py: loaded only
+## while they match their sources; a no-op when they do). Optional: without a C compiler, headers or mypy it says
+## which is missing and the recorder runs as Python, with the same records
+native: install
+	@$(BIN)/annotate native || echo "[native] not built for $(VENV): the recorder runs as Python (same records, slower)"
+	@if [ -x $(VENV312)/bin/annotate ]; then $(VENV312)/bin/annotate native || \
+	  echo "[native] not built for $(VENV312): the recorder runs as Python there (same records, slower)"; fi
 
 vendor: install
 	$(BIN)/annotate vendor sync
@@ -75,7 +84,7 @@ $(VENV312)/.installed-stamp: pyproject.toml
 	@if [ -z "$(PY312)" ]; then echo "[py312] no Python 3.12 found (PATH, pyenv): the sys.monitoring tests will skip"; else \
 	  { test -x $(VENV312)/bin/python || $(PY312) -m venv $(VENV312); } && \
 	  $(VENV312)/bin/python -m pip install --quiet --upgrade pip && \
-	  $(VENV312)/bin/python -m pip install --quiet -e . && touch $@ || \
+	  $(VENV312)/bin/python -m pip install --quiet -e '.[native]' && touch $@ || \
 	  echo "[py312] could not install the project into $(VENV312) (see pip's message above): the sys.monitoring tests will skip; run make py312 again"; fi
 
 bench: install vendor
@@ -90,4 +99,4 @@ gpu-wheels: install
 	PYTHON=$(BIN)/python scripts/gpu-wheels.sh $(GPU_WHEELS) 3.12
 
 clean:
-	rm -rf site .cache test-artifacts node_modules $(VENV312)
+	rm -rf site .cache test-artifacts node_modules $(VENV312) annotate/trace/_native

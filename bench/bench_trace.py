@@ -67,7 +67,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from annotate.trace import assemble, runtime  # noqa: E402
+from annotate.trace import assemble, native, runtime  # noqa: E402
 from annotate.trace.options import PRESETS, TraceOptions  # noqa: E402
 from annotate.trace.monitor import default_backend  # noqa: E402
 from annotate.trace.recorder import Recorder  # noqa: E402
@@ -76,8 +76,13 @@ from annotate.trace.reference import Identifier, PeerRun, run_reference  # noqa:
 import line_floor  # noqa: E402  (bench/, beside this script)
 
 PYTHON = ".".join(map(str, sys.version_info[:2]))
-#: one results file per interpreter: 3.11 (sys.settrace; and the identify rows) and 3.12 (sys.monitoring)
-RESULTS = ROOT / "bench" / "results" / ("trace.json" if PYTHON == "3.11" else f"trace-py{PYTHON.replace('.', '')}.json")
+#: which recorder this process runs: the mypyc build of its per-line modules, or their Python source
+#: (`annotate/trace/native.py`; `ANNOTATE_NATIVE=0` asks for the latter)
+RECORDER = "compiled" if native.STATE.active else "python"
+#: one results file per interpreter and recorder: 3.11 (sys.settrace; and the identify rows), 3.12
+#: (sys.monitoring); `-python` when the recorder ran as Python
+RESULTS = ROOT / "bench" / "results" / (("trace" if PYTHON == "3.11" else f"trace-py{PYTHON.replace('.', '')}")
+                                        + ("" if RECORDER == "compiled" else "-python") + ".json")
 ROUNDS = 30
 #: (preset, layers, tokens) of the overhead rows
 SHAPES = (("tiny", 4, 12), ("qwen3-0.6b", 4, 32))
@@ -108,17 +113,7 @@ def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, 
     return t1 - t0, t2 - t0, t3 - t0, c3 - c0, n
 
 
-class _KeepsReplays(Recorder):
-    """A recorder that also keeps each compiled call's saved inputs, for the untraced replay floor."""
-
-    kept: list[Any] = []
-
-    def _run_replays(self) -> None:
-        self.kept = list(self._replays)
-        super()._run_replays()
-
-
-def replay_floor(rec: _KeepsReplays, rt: runtime.Runtime, rounds: int) -> float:
+def replay_floor(rec: Recorder, rt: runtime.Runtime, rounds: int) -> float:
     """Median seconds of the compiled bodies' eager replays with nothing recording: the part of
     `lines + replays` no recorder can remove (the eager ops themselves)."""
     rec.install()
@@ -129,7 +124,7 @@ def replay_floor(rec: _KeepsReplays, rt: runtime.Runtime, rounds: int) -> float:
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()
-        for p in rec.kept:
+        for p in rec.kept_replays:
             inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in p.inputs]
             with torch.inference_mode(p.inference_mode):
                 p.orig(p.module, *inputs)
@@ -151,7 +146,8 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
     try:
         mods = runtime.import_vendored(ROOT, "cpu")
         runtime.run_prefill(rt)   # compile
-        recorders = {f"{m}|{b}": _KeepsReplays(rt.model, mods, runtime.vendor_root(ROOT), replay=m != "lines", backend=b)
+        recorders = {f"{m}|{b}": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=m != "lines", backend=b,
+                                           keep_replays=True)
                      for b in backends for m in MODES}
         times: dict[str, list[float]] = {"off": [], "off cpu": [], **{m: [] for m in recorders},
                                          **{f"{v}|{b}": [] for v, b in floors},
@@ -204,7 +200,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
         mode_name, backend = m.split("|")
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": mode_name,
-                     "python": PYTHON, "line_events": backend,
+                     "python": PYTHON, "line_events": backend, "recorder": RECORDER,
                      "ratio": round(ratio(m), 3), "hot_ratio": round(ratio(f"{m} hot"), 3),
                      "forward_ratio": round(ratio(f"{m} fwd"), 3),
                      "cpu_ratio": round(ratio(f"{m} cpu", "off cpu"), 3),
@@ -216,17 +212,17 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         extra = statistics.median(t - o for t, o in zip(times[f"{v}|{b}"], times["off"]))
         n = counts[f"{v}|{b}"]
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
-                     "mode": line_floor.VARIANTS[v], "python": PYTHON, "line_events": b,
+                     "mode": line_floor.VARIANTS[v], "python": PYTHON, "line_events": b, "recorder": None,
                      "ratio": round(ratio(f"{v}|{b}"), 3), "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": n or None,
                      "per_line_us": round(extra / n * 1e6, 2) if n else None, "rounds": rounds})
     for b in backends:   # the copies alone: floor − no copies, per round, as a ratio to that round's plain forward
         copies = statistics.median((f - c) / o for f, c, o in zip(times[f"floor|{b}"], times[f"no copies|{b}"], times["off"]))
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
-                     "mode": COPIES_MODE, "python": PYTHON, "line_events": b, "ratio": round(1 + copies, 3),
+                     "mode": COPIES_MODE, "python": PYTHON, "line_events": b, "recorder": None, "ratio": round(1 + copies, 3),
                      "forward_ms": round(off * 1e3, 3), "extra_ms": round(copies * off * 1e3, 3), "rounds": rounds})
     rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
-                 "mode": "replays alone, untraced", "python": PYTHON, "line_events": None,
+                 "mode": "replays alone, untraced", "python": PYTHON, "line_events": None, "recorder": None,
                  "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),
                  "rounds": rounds})
     return rows
@@ -325,6 +321,7 @@ def main(argv: list[str]) -> None:
     # 1 thread: on a loaded machine OpenMP would spin against other processes; per-line costs are
     # Python's, and a GPU forward is as short as the tiny one on one core
     torch.set_num_threads(threads)
+    print(f"recorder: {native.STATE.status}")
     # every backend this interpreter has, in the same rounds (3.12+: sys.monitoring beside sys.settrace)
     backends = [argv[argv.index("--line-events") + 1]] if "--line-events" in argv else \
         sorted({default_backend(), "settrace"}, key=lambda b: b != default_backend())
@@ -349,7 +346,7 @@ def main(argv: list[str]) -> None:
                 print(f"{r['shape']:>22} {r['mode']:<24} " + (f"{r['cpu_ms']:.1f} ms CPU, {r['compared']} full comparisons"
                                                                if "cpu_ms" in r else f"{r['ratio']:.2f}x"))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"bench": "trace", "threads": threads, "rounds": rounds,
+    RESULTS.write_text(json.dumps({"bench": "trace", "threads": threads, "rounds": rounds, "recorder": native.STATE.status,
                                    "python": sys.version.split()[0], "torch": torch.__version__,
                                    "rows": rows}, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS.relative_to(ROOT)}")

@@ -24,6 +24,7 @@ Journeys:
   annotate trace             run the real (compiled) nano-vllm Qwen3 and record every line's values
   annotate experiment NAME   change nano-vllm by anchor (experiments/NAME.yml) on a scratch copy and trace it
   annotate budget --model D  memory and disk a trace of a local checkpoint needs (refuses with --memory GiB)
+  annotate native            compile the recorder's per-line code with mypyc (optional; same records, faster)
   annotate build / serve     build or serve the site (MkDocs, with this project's plugin)
 """
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     from annotate.cli import vendor
 
     vendor.register(sub)
-    for name in ("site", "trace", "experiment", "budget"):
+    for name in ("site", "trace", "experiment", "budget", "native"):
         module = vendor.optional_module(f"annotate.cli.{name}")
         if module is not None:
             module.register(sub)

@@ -16,7 +16,14 @@ Modules, lowest first, each with one job:
 * `store`      the trace format: atomic write, validated load, query API for the site
 * `pipeline`   one `annotate trace` run; `report` its text report
 * `bandwidth`  fused add_rms_forward vs eager vs device copy timing (GPU check)
+* `native`     loads the mypyc build of the per-line modules when it matches their sources (`native_build`
+  makes it); installed here, before any of them is imported
 
 Nothing here imports pages, notes or the site; `sourcemap` reads the statement model below them
 (`annotate.source`, which imports tree-sitter on first use).
 """
+from __future__ import annotations
+
+from annotate.trace import native as _native
+
+_native.install()   # before any compiled module can be imported: a stale build never loads

@@ -67,6 +67,9 @@ class CopyCache:
 
     def __init__(self, share: bool = True) -> None:
         self.share = share
+        #: a negative control for tests only: True keeps copies across possible writes, which is wrong
+        #: (tests/test_copies.py shows the stale values it would record)
+        self.keep_across_writes = False
         self._copies: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._storages: dict[tuple[torch.device, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self._last: tuple[str, Any] = ("opaque", None)
@@ -120,6 +123,8 @@ class CopyCache:
 
     def forget(self) -> None:
         """Something the recorder cannot see ran: no copy may be reused."""
+        if self.keep_across_writes:
+            return
         self._drop()
         self._last = ("opaque", None)
 

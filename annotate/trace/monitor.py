@@ -32,6 +32,10 @@ from typing import Any, Callable, Iterable
 
 from annotate.trace.identity import key as key_of
 
+#: how far up `sys._getframe` finds the Python code that called into this module: its functions run in
+#: frames of their own when it runs as Python source, and in none when it is the mypyc build (`native.py`)
+CALLER_DEPTH = 1 if __file__.endswith(".py") else 0
+
 #: which line-event source the recorder uses: PEP 669 where the interpreter has it
 BACKENDS = ("monitoring", "settrace")
 #: tool ids tried in turn (0 is the debugger's, 1 coverage's, 2 a profiler's: taken last)
@@ -122,10 +126,10 @@ class LineMonitor:
         h, stack = self.handlers, self._stack
         start, line, ret, exception = h.start, h.line, h.ret, h.exception
         watched = frozenset(key_of(c) for c in self.codes)
-        getframe = sys._getframe
+        getframe, depth = sys._getframe, CALLER_DEPTH
 
         def on_start(code: CodeType, offset: int) -> None:
-            frame = getframe(1)   # the frame that started (this callback's caller)
+            frame = getframe(depth)   # the frame that started (this callback's caller)
             stack.append((start(frame, key_of(code)), frame, code))
 
         def on_line(code: CodeType, lineno: int) -> None:

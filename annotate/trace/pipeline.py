@@ -17,7 +17,7 @@ import torch
 from annotate import guard, interrupts
 from annotate.errors import UserError
 from annotate.progress import Progress
-from annotate.trace import assemble, internals, kernels, provenance, runtime, sourcemap, store
+from annotate.trace import assemble, internals, kernels, native, provenance, runtime, sourcemap, store
 from annotate.trace.freshness import TraceRequest, TraceResult, default_out, effective_layers, inputs_key
 from annotate.trace.options import TraceOptions, check_options
 from annotate.trace.recorder import Recorder
@@ -167,7 +167,8 @@ def _meta(opts: TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
                      "recording_changed_output": not same},
         "reference": {"implementation": f"transformers Qwen3ForCausalLM ({ref.attn_implementation} attention)",
                       "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE, "margin": MARGIN},
-        "recorder": {"line_events": rec.backend, "copies_taken": rec.copies.taken, "copies_reused": rec.copies.reused,
+        "recorder": {"line_events": rec.backend, "compiled": native.STATE.active,
+                     "copies_taken": rec.copies.taken, "copies_reused": rec.copies.reused,
                      "views_of_copies": rec.copies.derived},
         "tensors_saved": saved,
         "inputs_key": key,

@@ -39,7 +39,7 @@ from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
 from annotate.trace.identity import key as key_of
-from annotate.trace.monitor import Handlers, LineMonitor, check_backend, default_backend
+from annotate.trace.monitor import CALLER_DEPTH, Handlers, LineMonitor, check_backend, default_backend
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.sourcemap import CodeInfo, TracedStatement, code_info
 
@@ -183,13 +183,14 @@ class Recorder:
 
     def __init__(self, model: torch.nn.Module, mods: dict[str, Any], vendor_root: Path, replay: bool = True,
                  traced: dict[str, Callable] | None = None, parallel: bool = False,
-                 backend: str | None = None) -> None:
+                 backend: str | None = None, keep_replays: bool = False) -> None:
         """``mods``: nano-vllm's vendored modules (its forwards are traced, its compiled bodies replayed).
         ``traced`` instead names the Python functions to trace in another model (HF transformers'
         Qwen3, eager): nothing is compiled there, so nothing is wrapped or replayed. ``parallel``
         also traces the tensor-parallel forwards (:data:`PARALLEL_FORWARDS`) where the all_reduces are.
         ``backend``: where line events come from, `monitoring` (PEP 669, the default on Python ≥ 3.12)
-        or `settrace`; both give the same records (`monitor.py`)."""
+        or `settrace`; both give the same records (`monitor.py`). ``keep_replays``: keep each replayed
+        compiled call (its saved inputs) in `kept_replays` (the benchmark replays them untraced)."""
         self.model = model
         self.backend = check_backend(backend or default_backend())
         self.replay = replay  # False: line values only (the benchmark uses it to split the overhead)
@@ -250,6 +251,8 @@ class Recorder:
         #: where each compiled body is defined, for its fused-vs-eager check (read once: `__code__` is audited)
         self._defined = {qual: (self._file_of(fn), fn.__code__.co_firstlineno) for qual, fn in self.originals.items()}
         self._replays: list[_Pending] = []
+        self.keep_replays = keep_replays
+        self.kept_replays: list[_Pending] = []
         #: who each replay stands for, by (instance, caller's self, caller's module name): see `_instance_name`
         self._replay_where: dict[tuple[int, int, str | None], _Replay] = {}
         self._anchor: int | None = None
@@ -306,7 +309,7 @@ class Recorder:
             if not self.active:
                 return compiled(*args)
             if not _SUSPEND:   # the tracer stays on (3.12+): an eager fallback shows as a frame of `orig`
-                ticket = self._before_compiled(call_compiled, qual, orig, module, sys._getframe(1), args)
+                ticket = self._before_compiled(call_compiled, qual, orig, module, sys._getframe(CALLER_DEPTH), args)
                 out = compiled(*args)
                 self._after_compiled(ticket, out)
                 return out
@@ -315,7 +318,7 @@ class Recorder:
             if _SUSPEND:
                 sys.settrace(None)
             try:
-                ticket = self._before_compiled(call_compiled, qual, orig, module, sys._getframe(1), args)
+                ticket = self._before_compiled(call_compiled, qual, orig, module, sys._getframe(CALLER_DEPTH), args)
                 graphs = self.graphs
                 counted = _SUSPEND and graphs.trusted.get(qual, False)
                 if _SUSPEND and not counted:
@@ -382,6 +385,8 @@ class Recorder:
         """Replay each compiled call's original body eagerly on its cloned inputs, under the line
         tracer. Deferred to the end of the recorded forward so that the fused path itself only pays
         for the clones; the replayed records are put back at the place of their call (`order`)."""
+        if self.keep_replays:
+            self.kept_replays = list(self._replays)
         while self._replays:
             mode = self._replays[0].inference_mode
             with torch.inference_mode(mode):   # one context for the run of replays that share it

@@ -84,6 +84,9 @@ def numbers(payload: dict[str, Any]) -> list[str]:
     if r:
         out.append(f"copies of recorded tensors: {r['copies_taken']} taken; {r['copies_reused']} reused and "
                    f"{r['views_of_copies']} made as views of one, where nothing could have written the tensor in between")
+        if "compiled" in r:
+            out.append("recorder: its per-line modules " + ("compiled by mypyc (annotate native)" if r["compiled"] else
+                                                             "ran as Python (annotate native compiles them: same records)"))
     out.append(f"attention: {meta['attention']}; kernels captured: {len(payload['kernels'])} modules")
     for flag in payload["flags"]:
         out.append(f"FLAG [{flag['kind']}] {flag['message']}")
