@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from annotate.trace import native
-from annotate.trace.native import GROUP, MODULES, STAMP_NAME, Stamp, digest, plan, source_of
+from annotate.trace.native import GROUP, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
 from conftest import ROOT
 
 _CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -40,7 +40,7 @@ def _fake(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_a_build_of_the_current_sources_is_used(tmp_path: Path) -> None:
     package, folder = _fake(tmp_path)
-    got = plan(folder, package, env={})
+    got = load_plan(folder, package, env={})
     assert got.active and got.status.startswith("on")
     assert set(got.files) == {*MODULES, f"{GROUP}__mypyc"}
     assert got.files["annotate.trace.recorder"] == folder / "recorder.so"
@@ -50,7 +50,7 @@ def test_a_source_edited_since_the_build_turns_it_off(tmp_path: Path) -> None:
     package, folder = _fake(tmp_path)
     path = source_of("annotate.trace.copies", package)
     path.write_text(path.read_text(encoding="utf-8") + "x = 1\n", encoding="utf-8")
-    got = plan(folder, package, env={})
+    got = load_plan(folder, package, env={})
     assert not got.active and "annotate.trace.copies changed since the build" in got.status
 
 
@@ -58,7 +58,7 @@ def test_a_build_by_another_interpreter_is_not_used(tmp_path: Path) -> None:
     package, folder = _fake(tmp_path)
     stamp = Stamp.from_json((folder / STAMP_NAME).read_text(encoding="utf-8"))
     (folder / STAMP_NAME).write_text(Stamp("3.0.0", stamp.sources, stamp.files, stamp.mypy).to_json(), encoding="utf-8")
-    got = plan(folder, package, env={})
+    got = load_plan(folder, package, env={})
     assert not got.active and "another interpreter" in got.status
 
 
@@ -67,17 +67,17 @@ def test_a_build_by_another_interpreter_is_not_used(tmp_path: Path) -> None:
 def test_an_unreadable_stamp_is_off_and_never_raises(tmp_path: Path, text: str) -> None:
     package, folder = _fake(tmp_path)
     (folder / STAMP_NAME).write_text(text, encoding="utf-8")
-    got = plan(folder, package, env={})
+    got = load_plan(folder, package, env={})
     assert not got.active and "unreadable" in got.status
 
 
 def test_not_built_a_file_missing_or_switched_off(tmp_path: Path) -> None:
     package, folder = _fake(tmp_path)
-    assert plan(folder, package, env={native.ENV: "0"}).status.startswith(f"off ({native.ENV}=0)")
-    assert plan(folder, package, env={native.ENV: "1"}).active
+    assert load_plan(folder, package, env={native.ENV: "0"}).status.startswith(f"off ({native.ENV}=0)")
+    assert load_plan(folder, package, env={native.ENV: "1"}).active
     (folder / "copies.so").unlink()
-    assert "incomplete" in plan(folder, package, env={}).status
-    assert "not built" in plan(tmp_path / "none", package, env={}).status
+    assert "incomplete" in load_plan(folder, package, env={}).status
+    assert "not built" in load_plan(tmp_path / "none", package, env={}).status
 
 
 def test_the_stamp_round_trips() -> None:

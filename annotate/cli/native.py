@@ -23,9 +23,9 @@ def run_native(args: argparse.Namespace) -> int:
     from annotate.trace import native
 
     if args.status:
-        print(f"native recorder: {native.plan().status}")
+        print(f"native recorder: {native.load_plan().status}")
         return 0
     from annotate.trace import native_build
 
-    native_build.build(Progress(), force=args.force)
+    native_build.build_native(Progress(), force=args.force)
     return 0

@@ -99,7 +99,7 @@ class Plan:
         return bool(self.files)
 
 
-def plan(folder: Path | None = None, package: Path = PACKAGE, env: dict[str, str] | None = None) -> Plan:
+def load_plan(folder: Path | None = None, package: Path = PACKAGE, env: dict[str, str] | None = None) -> Plan:
     """Whether the build in `folder` (this interpreter's by default) may stand in for the sources in
     `package`: every check the finder relies on, none of which raises."""
     folder = folder or build_dir()
@@ -152,7 +152,7 @@ def install() -> Plan:
     if any(isinstance(f, _Finder) for f in sys.meta_path):
         return STATE
     loaded = [m for m in MODULES if m in sys.modules]
-    got = plan()
+    got = load_plan()
     if got.active and loaded:
         got = Plan({}, f"off ({', '.join(loaded)} imported before the finder): the recorder runs as Python")
     if got.active:

@@ -61,10 +61,10 @@ def _compile(work: Path, progress: Progress) -> subprocess.CompletedProcess[str]
                               capture_output=True, text=True)
 
 
-def build(progress: Progress, force: bool = False) -> native.Plan:
+def build_native(progress: Progress, force: bool = False) -> native.Plan:
     """Build (unless this interpreter's build already matches the sources, or `force`); returns the
     plan a fresh process will load. UserError, with the previous build untouched, when it cannot."""
-    current = native.plan(env={})
+    current = native.load_plan(env={})
     if current.active and not force:
         progress.say(f"[native] up to date for Python {sys.version.split()[0]}: {current.status}")
         return current
@@ -97,6 +97,6 @@ def build(progress: Progress, force: bool = False) -> native.Plan:
                 shutil.copy2(compiled / f, staged / f)
             (staged / native.STAMP_NAME).write_text(stamp.to_json(), encoding="utf-8")
     (native.NATIVE_DIR / f"build-{sys.implementation.cache_tag}.log").unlink(missing_ok=True)   # an earlier failure's
-    got = native.plan(env={})
+    got = native.load_plan(env={})
     progress.say(f"[native] built for Python {sys.version.split()[0]} in {native.build_dir()}: {got.status}")
     return got
