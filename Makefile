@@ -87,9 +87,13 @@ $(VENV312)/.installed-stamp: pyproject.toml
 	  $(VENV312)/bin/python -m pip install --quiet -e '.[native]' && touch $@ || \
 	  echo "[py312] could not install the project into $(VENV312) (see pip's message above): the sys.monitoring tests will skip; run make py312 again"; fi
 
-bench: install vendor
+## bench: every benchmark (bench/results/*.json, from which README's table is generated); the trace overhead rows
+## also on Python 3.12, and again with the recorder as Python source (ANNOTATE_NATIVE=0: the *-python.json files)
+bench: install vendor native
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done
-	if [ -x $(VENV312)/bin/python ]; then $(VENV312)/bin/python bench/bench_trace.py --no-identify; fi
+	ANNOTATE_NATIVE=0 $(BIN)/python bench/bench_trace.py --no-identify
+	if [ -x $(VENV312)/bin/python ]; then $(VENV312)/bin/python bench/bench_trace.py --no-identify && \
+	  ANNOTATE_NATIVE=0 $(VENV312)/bin/python bench/bench_trace.py --no-identify; fi
 
 ## gpu-wheels: the ten wheels scripts/gpu-check.sh carries to the GPU image (cp312; list in
 ## scripts/gpu-wheels.txt) into gpu-wheels/ (git-ignored). Then, with the device tool's run:

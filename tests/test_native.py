@@ -107,8 +107,9 @@ def test_the_compiled_modules_are_what_imports_get() -> None:
     import annotate.trace.recorder
 
     for module in (annotate.trace.recorder, annotate.trace.copies):
-        assert Path(module.__file__ or "").parent == native.build_dir()
-        assert not (module.__file__ or "").endswith(".py")
+        spec = module.__spec__
+        assert spec is not None and spec.origin is not None
+        assert Path(spec.origin).parent == native.build_dir() and not spec.origin.endswith(".py")
 
 
 def test_native_up_to_date_is_a_quick_no_op_and_a_missing_compiler_one_line() -> None:
