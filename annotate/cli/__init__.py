@@ -24,7 +24,7 @@ Journeys:
   annotate trace             run the real (compiled) nano-vllm Qwen3 and record every line's values
   annotate experiment NAME   change nano-vllm by anchor (experiments/NAME.yml) on a scratch copy and trace it
   annotate budget --model D  memory and disk a trace of a local checkpoint needs (refuses with --memory GiB)
-  annotate native            compile the recorder's per-line code with mypyc (optional; same records, faster)
+  annotate native            compile the recorder's per-line code with mypyc (optional; same records, a little faster)
   annotate build / serve     build or serve the site (MkDocs, with this project's plugin)
 """
 

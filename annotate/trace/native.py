@@ -1,10 +1,11 @@
 """The recorder's hot path compiled to C by mypyc, loaded only while it is built from the source beside it.
 
 Every line event of a recorded forward runs Python: the monitor's callbacks, the recorder's
-handlers, the copy table, and after the forward the alias groups. Where forwards are fast (the tiny
-shape, a GPU), that interpretation is most of the recorder's cost. mypyc (part of mypy) compiles
+handlers, the copy table, and after the forward the alias groups. mypyc (part of mypy) compiles
 these same typed modules to C extension modules, with no second copy of the code: the modules in
-:data:`MODULES` are the ones compiled.
+:data:`MODULES` are the ones compiled. Measured at the tiny shape (bench/bench_trace.py, README),
+that removes about a tenth of the recorder's cost: the rest is the work its Python asked for (the
+clones, the frames' locals, the containers that hold them), not the interpreting of it.
 
 * **Build** (`annotate native`, run by `make site` and `make test` for each venv): the modules are
   copied to a temporary folder and compiled there, and the extension files land in
