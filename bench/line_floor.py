@@ -14,10 +14,10 @@ bookkeeping could still remove.
 
 Two variants split that floor, in the same rounds:
 
-* `no copies` (:data:`MODE_NO_COPIES`): the same callbacks keeping each tensor itself instead of a
+* `no copies`: the same callbacks keeping each tensor itself instead of a
   copy. Its distance to the floor is what the copies cost inside the forward, where the forward's
   own work keeps evicting the caches between them (several times their cost in a loop).
-* `events alone` (:data:`MODE_EVENTS`, sys.monitoring only): the same local events on the same code
+* `events alone` (sys.monitoring only): the same local events on the same code
   objects, delivered to a builtin (C) callable that does nothing with them. What the interpreter's
   event machinery costs with no Python callback at all: what a recorder written in C would still pay
   for its events.
@@ -36,12 +36,9 @@ from annotate.trace.identity import key as key_of
 from annotate.trace.recorder import _watch_list
 from annotate.trace.sourcemap import CodeInfo, TracedStatement
 
-#: the mode names of its rows in bench/results/trace*.json
-MODE = "lines, least Python (floor)"
-MODE_NO_COPIES = "lines, least Python, no copies"
-MODE_EVENTS = "line events alone (C callback)"
-#: variant name (`record`'s argument) -> row mode
-VARIANTS = {"floor": MODE, "no copies": MODE_NO_COPIES, "events alone": MODE_EVENTS}
+#: variant name (`record`'s argument) -> the mode of its rows in bench/results/trace*.json
+VARIANTS = {"floor": "lines, least Python (floor)", "no copies": "lines, least Python, no copies",
+            "events alone": "line events alone (C callback)"}
 
 
 class _Floor:

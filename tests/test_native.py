@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from annotate.trace import native
-from annotate.trace.native import GROUP, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
+from annotate.trace.native import LIBRARY, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
 from conftest import ROOT
 
 _CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -30,7 +30,7 @@ def _fake(tmp_path: Path) -> tuple[Path, Path]:
     folder.mkdir()
     for m in MODULES:
         source_of(m, package).write_text(f"# {m}\n", encoding="utf-8")
-    files = {m: m.rsplit(".", 1)[1] + ".so" for m in MODULES} | {f"{GROUP}__mypyc": "_hot__mypyc.so"}
+    files = {m: native.stem(m) + ".so" for m in (*MODULES, LIBRARY)}
     for f in files.values():
         (folder / f).write_bytes(b"")
     stamp = Stamp(sys.version, {m: digest(source_of(m, package).read_bytes()) for m in MODULES}, files, "0")
@@ -42,7 +42,7 @@ def test_a_build_of_the_current_sources_is_used(tmp_path: Path) -> None:
     package, folder = _fake(tmp_path)
     got = load_plan(folder, package, env={})
     assert got.active and got.status.startswith("on")
-    assert set(got.files) == {*MODULES, f"{GROUP}__mypyc"}
+    assert set(got.files) == {*MODULES, LIBRARY}
     assert got.files["annotate.trace.recorder"] == folder / "recorder.so"
 
 

@@ -39,8 +39,9 @@ from typing import Mapping, Sequence
 #: the modules compiled, lowest first: everything that runs per line event or per recorded statement
 MODULES = ("annotate.trace.identity", "annotate.trace.aliasing", "annotate.trace.copies",
            "annotate.trace.monitor", "annotate.trace.recorder")
-#: mypyc's group: the compiled modules share one library, `annotate.trace._hot__mypyc`
+#: mypyc's group: the compiled modules share one library, whose module name mypyc derives from it
 GROUP = "annotate.trace._hot"
+LIBRARY = f"{GROUP}__mypyc"
 #: the environment switch: "0" loads the Python sources even when a build is in place
 ENV = "ANNOTATE_NATIVE"
 PACKAGE = Path(__file__).resolve().parent
@@ -54,9 +55,14 @@ def build_dir(tag: str | None = None) -> Path:
     return NATIVE_DIR / (tag or sys.implementation.cache_tag)
 
 
+def stem(module: str) -> str:
+    """`annotate.trace.recorder` → `recorder`: the name of a module's files in its folder."""
+    return module.rsplit(".", 1)[1]
+
+
 def source_of(module: str, package: Path = PACKAGE) -> Path:
     """The source file of one of :data:`MODULES` (or of any `annotate.trace.X`)."""
-    return package / f"{module.rsplit('.', 1)[1]}.py"
+    return package / f"{stem(module)}.py"
 
 
 def digest(data: bytes) -> str:

@@ -79,8 +79,7 @@ def build_native(progress: Progress, force: bool = False) -> native.Plan:
         compiled = work / "annotate" / "trace"
         sources = {m: native.digest(native.source_of(m, compiled).read_bytes()) for m in native.MODULES}
         done = _compile(work, progress)
-        lib = native.GROUP.rsplit(".", 1)[1] + "__mypyc"
-        files = {**{m: m.rsplit(".", 1)[1] + suffix for m in native.MODULES}, f"{native.GROUP}__mypyc": lib + suffix}
+        files = {m: native.stem(m) + suffix for m in (*native.MODULES, native.LIBRARY)}
         missing = [f for f in files.values() if not (compiled / f).is_file()]
         if done.returncode or missing:
             log = native.NATIVE_DIR / f"build-{sys.implementation.cache_tag}.log"   # kept until a build succeeds
