@@ -62,39 +62,62 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
     """Names (locals and return values) sharing storage, in groups touching a recorded name.
 
     ``keys``: storage keys by tensor identity, shared by the calls of one pass over snapshots that
-    hold their tensors (so no id is reused meanwhile): one frame's locals recur in every record of it."""
+    hold their tensors (so no id is reused meanwhile): one frame's locals recur in every record of it.
+
+    One pass over the candidates (plain tensors, then the tensors of tuples and lists, then the
+    return value's) notes whether any storage holds two of them; most snapshots have none, and
+    return before any grouping (this runs for every record of a trace)."""
     if not recorded:
         return []
-    candidates: list[tuple[str, torch.Tensor]] = []
+    keys = {} if keys is None else keys
+    names: list[str] = []
+    facts: list[list[Any]] = []
+    seen: set[tuple[torch.device, int]] = set()
+    shared = False
     inside: list[tuple[str, torch.Tensor]] = []   # the tensors of tuples and lists, after the plain ones
     for k, v in f_locals.items():
         if isinstance(v, torch.Tensor):
-            candidates.append((k, v))
+            fact = _fact(v, keys)
+            names.append(k)
+            facts.append(fact)
+            sk = fact[1]
+            if sk is not None:
+                if sk in seen:
+                    shared = True
+                else:
+                    seen.add(sk)
         elif isinstance(v, (tuple, list)) and k != "self":
             inside += tensors(v, k)
-    candidates += inside
     if retval is not None:
-        candidates += tensors(retval, "return")
-    if len(candidates) < 2:
+        inside += tensors(retval, "return")
+    for k, t in inside:
+        fact = _fact(t, keys)
+        names.append(k)
+        facts.append(fact)
+        sk = fact[1]
+        if sk is not None:
+            if sk in seen:
+                shared = True
+            else:
+                seen.add(sk)
+    if not shared:   # no storage holds two of them: most snapshots
         return []
-    return _groups(candidates, recorded, {} if keys is None else keys)
+    return _groups(names, facts, recorded)
 
 
-def _groups(candidates: list[tuple[str, torch.Tensor]], recorded: set[str], keys: StorageKeys) -> list[AliasGroup]:
-    """Every group of two or more of `candidates` that share a storage and hold a recorded name
-    (whether they are the same memory, `_same`, is worked out for those only)."""
-    facts: list[list[Any]] = []
-    for _, t in candidates:
-        ident = key_of(t)
-        hit = keys.get(ident)
-        if hit is None or hit[0] is not t:
-            hit = keys[ident] = [t, storage_key(t) if t.numel() else None, None]
-        facts.append(hit)
-    present = [f[1] for f in facts if f[1] is not None]
-    if len(set(present)) == len(present):   # no storage holds two of them: most snapshots
-        return []
+def _fact(t: torch.Tensor, keys: StorageKeys) -> list[Any]:
+    """What this pass knows of `t` (see :data:`StorageKeys`), worked out on first sight."""
+    hit = keys.get(key_of(t))
+    if hit is None or hit[0] is not t:
+        hit = keys[key_of(t)] = [t, storage_key(t) if t.numel() else None, None]
+    return hit
+
+
+def _groups(names: list[str], facts: list[list[Any]], recorded: set[str]) -> list[AliasGroup]:
+    """Every group of two or more candidates (`names` with their `facts`) that share a storage and
+    hold a recorded name (whether they are the same memory, `_same`, is worked out for those only)."""
     groups: dict[tuple[torch.device, int], list[tuple[str, list[Any]]]] = {}
-    for (n, _), fact in zip(candidates, facts):
+    for n, fact in zip(names, facts):
         if fact[1] is not None:
             groups.setdefault(fact[1], []).append((n, fact))
     out = []
