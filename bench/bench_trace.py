@@ -23,7 +23,10 @@ still remove, its own ratio what any Python recorder pays here. Split in the sam
 `lines, least Python, no copies` (the same callbacks keeping the tensors themselves),
 `line events alone (C callback)` (sys.monitoring's events delivered to a builtin: what the
 interpreter's event machinery costs with no Python per event) and the derived `copies alone (floor −
-no copies)` (per round: what the floor's copies cost inside the forward).
+no copies)` (per round: what the floor's copies cost inside the forward). On sys.monitoring, the same
+floor written in C (`line_floor_c.c`, compiled for this interpreter when the bench starts; left out,
+with one line saying why, where it cannot be): `lines, least work in C (floor)`, `… no copies` and the
+derived `copies alone, in C`: what a recorder in C, with no Python run per event, would still pay.
 Every line-event backend the interpreter has runs in the same rounds (3.11: `sys.settrace`; 3.12+:
 `sys.monitoring` and `sys.settrace`, the like-for-like comparison; `--line-events NAME` for one);
 each interpreter writes its own results file (`make bench` runs the 3.12 venv of `make py312` too,
@@ -135,14 +138,31 @@ def replay_floor(rec: Recorder, rt: runtime.Runtime, rounds: int) -> float:
 MODES = ("lines", "lines + replays")
 #: a derived row: the floor's copies alone (floor − no copies, per round), as 1 + their share of the plain forward
 COPIES_MODE = "copies alone (floor − no copies)"
+C_COPIES_MODE = "copies alone, in C (C floor − C no copies)"
+#: the C floor (`line_floor.build_c_floor`), built once per process in a temporary folder: the module,
+#: or why it could not be built (said once, and its rows left out)
+_C_FLOOR: list[Any] = []
+
+
+def _c_floor() -> Any:
+    """The built C floor module, or None (the reason printed the first time)."""
+    if not _C_FLOOR:
+        with tempfile.TemporaryDirectory(prefix="annotate-c-floor-") as work:
+            built = line_floor.build_c_floor(Path(work))   # loaded: the folder can go
+        if isinstance(built, str):
+            print(f"[bench] {built}: its rows are left out", flush=True)
+        _C_FLOOR.append(None if isinstance(built, str) else built)
+    return _C_FLOOR[0]
 
 
 def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[str]) -> list[dict[str, Any]]:
     """Rows for one shape: lines and lines + replays, with each line-event backend, against the
     plain forward, all interleaved in the same rounds."""
     rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT))
-    # the floor and its two parts (`line_floor.py`); the events alone only where callbacks can be builtins
-    floors = [(v, b) for b in backends for v in line_floor.VARIANTS if v != "events alone" or b == "monitoring"]
+    # the floor and its parts (`line_floor.py`); the events alone and the C floor only where callbacks
+    # can be builtins (sys.monitoring), the C floor only where it built (`C_FLOOR`)
+    floors = [(v, b) for b in backends for v in line_floor.VARIANTS
+              if v not in line_floor.MONITORING_ONLY or (b == "monitoring" and (v == "events alone" or _c_floor()))]
     try:
         mods = runtime.import_vendored(ROOT, "cpu")
         runtime.run_prefill(rt)   # compile
@@ -165,7 +185,8 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         def floor(variant: str, backend: str) -> Callable[[], None]:
             def run() -> None:
                 t0 = time.perf_counter()
-                counts[f"{variant}|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend, variant)
+                counts[f"{variant}|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend, variant,
+                                                                   _c_floor())
                 times[f"{variant}|{backend}"].append(time.perf_counter() - t0)
             return run
 
@@ -216,10 +237,13 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                      "ratio": round(ratio(f"{v}|{b}"), 3), "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": n or None,
                      "per_line_us": round(extra / n * 1e6, 2) if n else None, "rounds": rounds})
-    for b in backends:   # the copies alone: floor − no copies, per round, as a ratio to that round's plain forward
-        copies = statistics.median((f - c) / o for f, c, o in zip(times[f"floor|{b}"], times[f"no copies|{b}"], times["off"]))
+    # the copies alone: floor − no copies, per round, as a ratio to that round's plain forward
+    for (full, bare), mode_name, b in [*((("floor", "no copies"), COPIES_MODE, b) for b in backends),
+                                       *((("C floor", "C no copies"), C_COPIES_MODE, b) for b in backends
+                                         if ("C floor", b) in floors)]:
+        copies = statistics.median((f - c) / o for f, c, o in zip(times[f"{full}|{b}"], times[f"{bare}|{b}"], times["off"]))
         rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
-                     "mode": COPIES_MODE, "python": PYTHON, "line_events": b, "recorder": None, "ratio": round(1 + copies, 3),
+                     "mode": mode_name, "python": PYTHON, "line_events": b, "recorder": None, "ratio": round(1 + copies, 3),
                      "forward_ms": round(off * 1e3, 3), "extra_ms": round(copies * off * 1e3, 3), "rounds": rounds})
     rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
                  "mode": "replays alone, untraced", "python": PYTHON, "line_events": None, "recorder": None,

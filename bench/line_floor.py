@@ -23,11 +23,19 @@ Two variants split that floor, in the same rounds:
   for its events.
 
 A recorder in C would pay at least the events and the copies: `events alone` + (`floor` − `no
-copies`) − 1 above the plain forward.
+copies`) − 1 above the plain forward. Two more variants measure that instead of deriving it
+(sys.monitoring only): `C floor` and `C no copies` do the floor's work and its `no copies` work in
+C (`line_floor_c.c`, built by `build_c_floor` with this interpreter's compiler, in a temporary folder),
+with no Python run per event; each copy still goes through torch's Python binding (`Tensor.clone`).
 """
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import subprocess
 import sys
+from pathlib import Path
+from types import ModuleType
 from typing import Any, Callable, Iterable
 
 import torch
@@ -38,7 +46,16 @@ from annotate.trace.sourcemap import CodeInfo, TracedStatement
 
 #: variant name (`record`'s argument) -> the mode of its rows in bench/results/trace*.json
 VARIANTS = {"floor": "lines, least Python (floor)", "no copies": "lines, least Python, no copies",
-            "events alone": "line events alone (C callback)"}
+            "events alone": "line events alone (C callback)",
+            "C floor": "lines, least work in C (floor)", "C no copies": "lines, least work in C, no copies"}
+#: the variants that run on sys.monitoring only (their callbacks are builtins)
+MONITORING_ONLY = frozenset({"events alone", "C floor", "C no copies"})
+C_SOURCE = Path(__file__).with_name("line_floor_c.c")
+_C_SETUP = """\
+from setuptools import Extension, setup
+setup(name="line-floor-c", script_args=["build_ext", "--inplace", "-q"],
+      ext_modules=[Extension("_line_floor_c", ["line_floor_c.c"], extra_compile_args=["-O2"])])
+"""
 
 
 class _Floor:
@@ -163,14 +180,66 @@ def _events_alone(infos: Iterable[CodeInfo], run: Callable[[], None]) -> int:
     return 0
 
 
-def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str, variant: str = "floor") -> int:
+def build_c_floor(work: Path) -> ModuleType | str:
+    """Compile `line_floor_c.c` for this interpreter in `work` and load it; or why it could not be
+    built (one line: no compiler, no headers, no sys.monitoring)."""
+    if not hasattr(sys, "monitoring"):
+        return "the C floor needs sys.monitoring (Python 3.12 or newer)"
+    (work / "line_floor_c.c").write_bytes(C_SOURCE.read_bytes())
+    (work / "setup_c_floor.py").write_text(_C_SETUP, encoding="utf-8")
+    done = subprocess.run([sys.executable, "setup_c_floor.py"], cwd=work, capture_output=True, text=True)
+    built = sorted(work.glob("_line_floor_c*" + importlib.machinery.EXTENSION_SUFFIXES[0]))
+    if done.returncode != 0 or not built:
+        last = (done.stderr or done.stdout).strip().splitlines()
+        return "the C floor did not build: " + (last[-1] if last else f"exit {done.returncode}")
+    spec = importlib.util.spec_from_file_location("_line_floor_c", built[0])
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _c_monitoring(infos: Iterable[CodeInfo], run: Callable[[], None], c_floor: ModuleType, copy: bool) -> list[Any]:
+    """`run()` with the C floor's callbacks on the watched code objects' local events; returns what
+    it kept, `(statement, [(name, copy)], snapshot)` per finished statement."""
+    infos = list(infos)
+    watch = {key_of(s): tuple(n for n, _ in _watch_list(s)) for i in infos for s in i.statements.values()}
+    # keyed by address (`id`, read once here): the C callbacks look a code object up by its address
+    statements = {id(i.code): {line: (s, watch[key_of(s)]) for line, s in i.statements.items()} for i in infos}
+    floor = c_floor.Floor(statements, torch.Tensor, copy)
+    mon = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+    ev = mon.events
+    tool = next(t for t in (5, 4, 3, 2, 1, 0) if mon.get_tool(t) is None)
+    events = {ev.PY_START: floor.on_start, ev.LINE: floor.on_line, ev.PY_RETURN: floor.on_return}
+    mon.use_tool_id(tool, "annotate-bench-c-floor")
+    try:
+        for event, callback in events.items():
+            mon.register_callback(tool, event, callback)
+        for info in infos:
+            mon.set_local_events(tool, info.code, ev.PY_START | ev.LINE | ev.PY_RETURN)
+        run()
+    finally:
+        for info in infos:
+            mon.set_local_events(tool, info.code, 0)
+        for event in events:
+            mon.register_callback(tool, event, None)
+        mon.free_tool_id(tool)
+    return list(floor.raw)
+
+
+def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str, variant: str = "floor",
+           c_floor: ModuleType | None = None) -> int:
     """Run `run()` under the floor recorder (`variant`: a key of :data:`VARIANTS`) with line events
     from `backend` (`monitoring` or `settrace`); returns how many statements it recorded (0 for
     `events alone`, which records nothing)."""
+    if variant in MONITORING_ONLY and backend != "monitoring":
+        raise ValueError(f"{variant}: sys.monitoring only (settrace has no builtin callbacks)")
     if variant == "events alone":
-        if backend != "monitoring":
-            raise ValueError("events alone: sys.monitoring only (settrace has no builtin callbacks)")
         return _events_alone(infos, run)
+    if variant in ("C floor", "C no copies"):
+        if c_floor is None:
+            raise ValueError(f"{variant}: needs the built C floor (`build_c_floor`)")
+        return len(_c_monitoring(infos, run, c_floor, copy=variant == "C floor"))
     floor = _Floor(infos, copy=variant == "floor")
     (_monitoring if backend == "monitoring" else _settrace)(floor, run)
     return len(floor.raw)
