@@ -48,7 +48,10 @@ allocate more, adding ~0.3 s to most of them and nothing to most 4-layer ones.
 The issue's target: 28 L / 4 L ≤ 8 (linear in layers: 7×).
 
 Options: --threads N, --rounds N, --no-overhead, --no-identify, --line-events NAME, --full-trace (then one whole
-`annotate trace` in a fresh process and its time breakdown). Writes bench/results/trace.json (trace-py312.json
+`annotate trace` in a fresh process and its time breakdown), --device cpu|cuda (the overhead rows on that
+device: `scripts/gpu-check.sh` runs them on the lent GPU; each timing waits for the device's queued
+work), --shapes tiny,qwen3-0.6b (some of the shapes), --out PATH (instead of bench/results/…; written
+after each shape, so a run cut short keeps what it measured). Writes bench/results/trace.json (trace-py312.json
 on 3.12): {"bench": "trace", ..., "rows": [flat records]}, which the README's performance table is generated
 from. Benchmarks print and write; they never assert timing.
 """
@@ -98,6 +101,12 @@ PATHS = ("default", "prefilter on", "no prefilter")
 TARGETS = {("tiny", "lines"): 1.25, ("tiny", "lines + replays"): 1.6, ("identify", "28L / 4L"): 8.0}
 
 
+def _settled(rt: runtime.Runtime) -> None:
+    """Wait for the device's queued work (CUDA runs asynchronously; the CPU is always done)."""
+    if rt.device.type == "cuda":
+        torch.cuda.synchronize(rt.device)
+
+
 def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, float, int]:
     """One recorded prefill: seconds of the forward under the recorder, of the forward and the
     replays (the hot path: what runs while the program's tensors are live), until the records are
@@ -107,10 +116,12 @@ def _recorded(rec: Recorder, rt: runtime.Runtime) -> tuple[float, float, float, 
     rec.reset()
     c0, t0 = time.process_time(), time.perf_counter()
     with rec.recording():
-        runtime.run_prefill(rt)
+        runtime.run_prefill(rt)   # (which waits for the device)
         t1 = time.perf_counter()
+    _settled(rt)   # the replays' device work
     t2 = time.perf_counter()
     n = len(rec.records)   # built on first access
+    _settled(rt)
     t3, c3 = time.perf_counter(), time.process_time()
     rec.uninstall()
     return t1 - t0, t2 - t0, t3 - t0, c3 - c0, n
@@ -131,6 +142,7 @@ def replay_floor(rec: Recorder, rt: runtime.Runtime, rounds: int) -> float:
             inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in p.inputs]
             with torch.inference_mode(p.inference_mode):
                 p.orig(p.module, *inputs)
+        _settled(rt)
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
@@ -155,16 +167,17 @@ def _c_floor() -> Any:
     return _C_FLOOR[0]
 
 
-def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[str]) -> list[dict[str, Any]]:
+def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[str],
+             device: str = "cpu") -> list[dict[str, Any]]:
     """Rows for one shape: lines and lines + replays, with each line-event backend, against the
     plain forward, all interleaved in the same rounds."""
-    rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT))
+    rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT, device=device))
     # the floor and its parts (`line_floor.py`); the events alone and the C floor only where callbacks
     # can be builtins (sys.monitoring), the C floor only where it built (`C_FLOOR`)
     floors = [(v, b) for b in backends for v in line_floor.VARIANTS
               if v not in line_floor.MONITORING_ONLY or (b == "monitoring" and (v == "events alone" or _c_floor()))]
     try:
-        mods = runtime.import_vendored(ROOT, "cpu")
+        mods = runtime.import_vendored(ROOT, device)
         runtime.run_prefill(rt)   # compile
         recorders = {f"{m}|{b}": Recorder(rt.model, mods, runtime.vendor_root(ROOT), replay=m != "lines", backend=b,
                                            keep_replays=True)
@@ -220,7 +233,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
     for m in recorders:
         extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
         mode_name, backend = m.split("|")
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "mode": mode_name,
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device, "mode": mode_name,
                      "python": PYTHON, "line_events": backend, "recorder": RECORDER,
                      "ratio": round(ratio(m), 3), "hot_ratio": round(ratio(f"{m} hot"), 3),
                      "forward_ratio": round(ratio(f"{m} fwd"), 3),
@@ -232,7 +245,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
     for v, b in floors:
         extra = statistics.median(t - o for t, o in zip(times[f"{v}|{b}"], times["off"]))
         n = counts[f"{v}|{b}"]
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device,
                      "mode": line_floor.VARIANTS[v], "python": PYTHON, "line_events": b, "recorder": None,
                      "ratio": round(ratio(f"{v}|{b}"), 3), "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": n or None,
@@ -242,10 +255,10 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                                        *((("C floor", "C no copies"), C_COPIES_MODE, b) for b in backends
                                          if ("C floor", b) in floors)]:
         copies = statistics.median((f - c) / o for f, c, o in zip(times[f"{full}|{b}"], times[f"{bare}|{b}"], times["off"]))
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
+        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device,
                      "mode": mode_name, "python": PYTHON, "line_events": b, "recorder": None, "ratio": round(1 + copies, 3),
                      "forward_ms": round(off * 1e3, 3), "extra_ms": round(copies * off * 1e3, 3), "rounds": rounds})
-    rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset,
+    rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device,
                  "mode": "replays alone, untraced", "python": PYTHON, "line_events": None, "recorder": None,
                  "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),
                  "rounds": rounds})
@@ -349,10 +362,24 @@ def main(argv: list[str]) -> None:
     # every backend this interpreter has, in the same rounds (3.12+: sys.monitoring beside sys.settrace)
     backends = [argv[argv.index("--line-events") + 1]] if "--line-events" in argv else \
         sorted({default_backend(), "settrace"}, key=lambda b: b != default_backend())
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "cpu"
+    out = Path(argv[argv.index("--out") + 1]).resolve() if "--out" in argv else RESULTS
+    wanted = argv[argv.index("--shapes") + 1].split(",") if "--shapes" in argv else [p for p, _, _ in SHAPES]
+    unknown = sorted(set(wanted) - {p for p, _, _ in SHAPES})
+    if unknown:
+        raise SystemExit(f"bench_trace: --shapes {','.join(unknown)}: expected some of {','.join(p for p, _, _ in SHAPES)}")
     rows: list[dict[str, Any]] = []
-    for preset, layers, tokens in () if "--no-overhead" in argv else SHAPES:
-        shape_rows = overhead(preset, layers, tokens, rounds, backends)
+
+    def write() -> None:   # after each shape: a run cut short (a device's time limit) keeps what it measured
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"bench": "trace", "threads": threads, "rounds": rounds, "recorder": native.STATE.status,
+                                   "python": sys.version.split()[0], "torch": torch.__version__, "device": device,
+                                   "rows": rows}, indent=1) + "\n", encoding="utf-8")
+
+    for preset, layers, tokens in () if "--no-overhead" in argv else [sh for sh in SHAPES if sh[0] in wanted]:
+        shape_rows = overhead(preset, layers, tokens, rounds, backends, device)
         rows += shape_rows
+        write()
         for r in shape_rows:
             if r["mode"] in MODES:
                 print(f"{r['shape']:>22} {r['mode']:<16} {r['ratio']:.2f}x  (hot path {r['hot_ratio']:.2f}x; "
@@ -369,11 +396,8 @@ def main(argv: list[str]) -> None:
             if r["preset"] == "identify":
                 print(f"{r['shape']:>22} {r['mode']:<24} " + (f"{r['cpu_ms']:.1f} ms CPU, {r['compared']} full comparisons"
                                                                if "cpu_ms" in r else f"{r['ratio']:.2f}x"))
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"bench": "trace", "threads": threads, "rounds": rounds, "recorder": native.STATE.status,
-                                   "python": sys.version.split()[0], "torch": torch.__version__,
-                                   "rows": rows}, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {RESULTS.relative_to(ROOT)}")
+    write()
+    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     if "--full-trace" in argv:
         full_trace()
 

@@ -9,6 +9,8 @@
 #                             Triton kernels (format: docs/trace-format.md)
 # OUTDIR/cuda/kernels.txt     the captured kernel source, one block per compiled function
 # OUTDIR/cuda/bandwidth.json  fused add_rms_forward vs its eager body vs a copy of the same bytes
+# OUTDIR/cuda/bench-trace.json  the recorder's cost on the GPU: bench/bench_trace.py's overhead rows
+#                             (tiny and qwen3-0.6b 4L 32T shapes, lines and lines + replays, the floors)
 #
 # The image (the device tool's notes on the nvidia-h200 kind): python3 is itself a venv with torch 2.11+CUDA,
 # triton 3.6, transformers 5.x, tokenizers 0.23, huggingface-hub 1.x; no tree-sitter; no network.
@@ -22,11 +24,12 @@
 # The call, with the device tool's `run`:
 #   command:  bash scripts/gpu-check.sh "$OUT" gpu-wheels
 #   carry:    ["vendor/nano-vllm", "gpu-wheels"]
-#   timeout_s: 540          (the step timeouts below sum to 470 s; about 2 minutes are
+#   timeout_s: 590          (the step timeouts below sum to 560 s; about 4 minutes are
 #                           expected, plus the machine's start)
 # Afterwards, here: copy the returned cuda/ folder to traces/cuda and commit it (trace.json,
-# kernels.txt, bandwidth.json hold no upstream text: tests/test_no_upstream_text.py checks); the
-# log is for reading. The site shows the trace on today's lines even after a vendor update.
+# kernels.txt, bandwidth.json hold no upstream text: tests/test_no_upstream_text.py checks), and
+# bench-trace.json to bench/results/trace-cuda.json (then `python -m annotate.bench_table` puts it in
+# README.md's table); the log is for reading. The site shows the trace on today's lines even after a vendor update.
 #
 # Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
 #   GPU_CHECK_REHEARSE=1 PATH=/path/to/image-venv/bin:$PATH bash scripts/gpu-check.sh OUTDIR gpu-wheels
@@ -42,9 +45,9 @@ WHEELS="${2:-gpu-wheels}"
 PY="${PYTHON:-python3}"
 REHEARSE="${GPU_CHECK_REHEARSE:-0}"
 if [ "$REHEARSE" = 1 ]; then
-  DEVICE=cpu; LANG_WANTED=cpp; TOKENS_BW=2048; REPEATS=5; CALLS=5
+  DEVICE=cpu; LANG_WANTED=cpp; TOKENS_BW=2048; REPEATS=5; CALLS=5; BENCH=(--shapes tiny --rounds 2)
 else
-  DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100
+  DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100; BENCH=(--rounds 20)
 fi
 
 # ---- preflight: refuse at once, before any step, with one line (file, what is wrong, the fix); exit 2,
@@ -146,7 +149,7 @@ assert transformers.__version__.startswith("4."), "the carried transformers < 5 
 
 step "$DEVICE trace (qwen3-0.6b shape, 4 layers, 32 tokens, bfloat16)"
 # its report quotes vendored lines: kept beside SITE (not brought back), only its first line is logged
-run trace 210 "$PY" -m annotate trace --device "$DEVICE" --preset qwen3-0.6b --layers 4 --tokens 32 \
+run trace 200 "$PY" -m annotate trace --device "$DEVICE" --preset qwen3-0.6b --layers 4 --tokens 32 \
   --dtype bfloat16 --out "$TRACE" --force > "$SITE.trace-report.txt"
 head -n 1 "$SITE.trace-report.txt"
 
@@ -176,6 +179,9 @@ run bandwidth 60 "$PY" -m annotate.trace.bandwidth --device "$DEVICE" --dtype bf
 
 step "GPU tests (pytest -m gpu; they skip without CUDA)"
 run gpu-tests 60 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_cli_trace.py
+
+step "the recorder's cost on $DEVICE (bench/bench_trace.py: ratios to a plain forward) → $TRACE/bench-trace.json"
+run bench 100 "$PY" bench/bench_trace.py --device "$DEVICE" --no-identify "${BENCH[@]}" --out "$TRACE/bench-trace.json"
 
 step "what comes back from $OUTDIR (at most 8 files, 2 folders deep)"
 (cd "$OUTDIR" && find . -type f | sort | while read -r f; do printf '  %8d  %s\n' "$(stat -c %s "$f")" "$f"; done)
