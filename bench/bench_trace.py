@@ -198,8 +198,9 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         def floor(variant: str, backend: str) -> Callable[[], None]:
             def run() -> None:
                 t0 = time.perf_counter()
+                c_floor = _c_floor() if variant in ("C floor", "C no copies") else None
                 counts[f"{variant}|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend, variant,
-                                                                   _c_floor())
+                                                                   c_floor)
                 times[f"{variant}|{backend}"].append(time.perf_counter() - t0)
             return run
 
