@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from annotate.trace.identity import key as key_of
-from annotate.trace.numerics import storage_key
+from annotate.trace.identity import storage_key
 
 
 @dataclass

@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from annotate.trace.kernels import KernelCapture
-from annotate.trace.numerics import distance, storage_key, summarize
+from annotate.trace.identity import storage_key
+from annotate.trace.numerics import distance, summarize
 from annotate.trace.recorder import RawRecord, Recorder
 from annotate.trace.reference import Identifier, PeerRun
 from annotate.trace.schema import identity_label

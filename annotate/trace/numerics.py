@@ -129,11 +129,3 @@ def summarize(t: torch.Tensor) -> Summary:
         absmax=float(flat.abs().max()) if flat.numel() else 0.0,
         head=tuple(float(v) for v in flat[:HEAD].tolist()),
     )
-
-
-def storage_key(t: torch.Tensor) -> tuple[torch.device, int]:
-    """Identity of the memory a tensor lives in (start of its storage): equal keys mean the tensors alias.
-
-    Computed from the view's pointer and offset rather than `untyped_storage()`, which builds a
-    Python object per call (this runs for every local after every recorded line)."""
-    return (t.device, int(t.data_ptr() - t.storage_offset() * t.element_size()))
