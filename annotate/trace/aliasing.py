@@ -70,27 +70,21 @@ def alias_groups(f_locals: dict[str, Any], retval: Any, recorded: set[str],
     if not recorded:
         return []
     keys = {} if keys is None else keys
+    candidates: list[tuple[str, torch.Tensor]] = []
+    inside: list[tuple[str, torch.Tensor]] = []   # the tensors of tuples and lists, after the plain ones
+    for k, v in f_locals.items():
+        if isinstance(v, torch.Tensor):
+            candidates.append((k, v))
+        elif isinstance(v, (tuple, list)) and k != "self":
+            inside += tensors(v, k)
+    candidates += inside
+    if retval is not None:
+        candidates += tensors(retval, "return")
     names: list[str] = []
     facts: list[list[Any]] = []
     seen: set[tuple[torch.device, int]] = set()
     shared = False
-    inside: list[tuple[str, torch.Tensor]] = []   # the tensors of tuples and lists, after the plain ones
-    for k, v in f_locals.items():
-        if isinstance(v, torch.Tensor):
-            fact = _fact(v, keys)
-            names.append(k)
-            facts.append(fact)
-            sk = fact[1]
-            if sk is not None:
-                if sk in seen:
-                    shared = True
-                else:
-                    seen.add(sk)
-        elif isinstance(v, (tuple, list)) and k != "self":
-            inside += tensors(v, k)
-    if retval is not None:
-        inside += tensors(retval, "return")
-    for k, t in inside:
+    for k, t in candidates:
         fact = _fact(t, keys)
         names.append(k)
         facts.append(fact)
