@@ -84,11 +84,31 @@ class _Floor:
         self.raw.append((stmt, kept, f_locals.copy()))
 
 
-def _monitoring(floor: _Floor, run: Callable[[], None]) -> None:
-    """`run()` with line events from sys.monitoring on the watched code objects only."""
+def _watching(codes: list[Any], callbacks: tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]],
+              name: str, run: Callable[[], None]) -> None:
+    """`run()` with sys.monitoring's PY_START, LINE and PY_RETURN events of `codes` only, delivered to
+    `callbacks` (in that order) under a free tool id named `name`; everything undone afterwards."""
     mon = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
     ev = mon.events
     tool = next(t for t in (5, 4, 3, 2, 1, 0) if mon.get_tool(t) is None)
+    events = dict(zip((ev.PY_START, ev.LINE, ev.PY_RETURN), callbacks))
+    mon.use_tool_id(tool, name)
+    try:
+        for event, callback in events.items():
+            mon.register_callback(tool, event, callback)
+        for code in codes:
+            mon.set_local_events(tool, code, ev.PY_START | ev.LINE | ev.PY_RETURN)
+        run()
+    finally:
+        for code in codes:
+            mon.set_local_events(tool, code, 0)
+        for event in events:
+            mon.register_callback(tool, event, None)
+        mon.free_tool_id(tool)
+
+
+def _monitoring(floor: _Floor, run: Callable[[], None]) -> None:
+    """`run()` with line events from sys.monitoring on the watched code objects only."""
     stack: list[list[Any]] = []   # [frame, its statements, the current one]
     getframe, statements, finish = sys._getframe, floor.statements, floor.finish
 
@@ -108,20 +128,7 @@ def _monitoring(floor: _Floor, run: Callable[[], None]) -> None:
         if top[2] is not None:
             finish(top[0], top[2])
 
-    events = {ev.PY_START: on_start, ev.LINE: on_line, ev.PY_RETURN: on_return}
-    mon.use_tool_id(tool, "annotate-bench-floor")
-    try:
-        for event, callback in events.items():
-            mon.register_callback(tool, event, callback)
-        for info in floor.infos:
-            mon.set_local_events(tool, info.code, ev.PY_START | ev.LINE | ev.PY_RETURN)
-        run()
-    finally:
-        for info in floor.infos:
-            mon.set_local_events(tool, info.code, 0)
-        for event in events:
-            mon.register_callback(tool, event, None)
-        mon.free_tool_id(tool)
+    _watching([i.code for i in floor.infos], (on_start, on_line, on_return), "annotate-bench-floor", run)
 
 
 def _settrace(floor: _Floor, run: Callable[[], None]) -> None:
@@ -159,24 +166,7 @@ def _events_alone(infos: Iterable[CodeInfo], run: Callable[[], None]) -> int:
     """`run()` with the floor's local events (PY_START, LINE, PY_RETURN) on the watched code objects,
     delivered to `slice`: a builtin that takes their two or three arguments and runs no Python.
     Records nothing (returns 0)."""
-    mon = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
-    ev = mon.events
-    tool = next(t for t in (5, 4, 3, 2, 1, 0) if mon.get_tool(t) is None)
-    codes = [i.code for i in infos]
-    events = (ev.PY_START, ev.LINE, ev.PY_RETURN)
-    mon.use_tool_id(tool, "annotate-bench-events")
-    try:
-        for event in events:
-            mon.register_callback(tool, event, slice)
-        for code in codes:
-            mon.set_local_events(tool, code, ev.PY_START | ev.LINE | ev.PY_RETURN)
-        run()
-    finally:
-        for code in codes:
-            mon.set_local_events(tool, code, 0)
-        for event in events:
-            mon.register_callback(tool, event, None)
-        mon.free_tool_id(tool)
+    _watching([i.code for i in infos], (slice, slice, slice), "annotate-bench-events", run)
     return 0
 
 
@@ -207,23 +197,7 @@ def _c_monitoring(infos: Iterable[CodeInfo], run: Callable[[], None], c_floor: M
     # keyed by address (`id`, read once here): the C callbacks look a code object up by its address
     statements = {id(i.code): {line: (s, watch[key_of(s)]) for line, s in i.statements.items()} for i in infos}
     floor = c_floor.Floor(statements, torch.Tensor, copy)
-    mon = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
-    ev = mon.events
-    tool = next(t for t in (5, 4, 3, 2, 1, 0) if mon.get_tool(t) is None)
-    events = {ev.PY_START: floor.on_start, ev.LINE: floor.on_line, ev.PY_RETURN: floor.on_return}
-    mon.use_tool_id(tool, "annotate-bench-c-floor")
-    try:
-        for event, callback in events.items():
-            mon.register_callback(tool, event, callback)
-        for info in infos:
-            mon.set_local_events(tool, info.code, ev.PY_START | ev.LINE | ev.PY_RETURN)
-        run()
-    finally:
-        for info in infos:
-            mon.set_local_events(tool, info.code, 0)
-        for event in events:
-            mon.register_callback(tool, event, None)
-        mon.free_tool_id(tool)
+    _watching([i.code for i in infos], (floor.on_start, floor.on_line, floor.on_return), "annotate-bench-c-floor", run)
     return list(floor.raw)
 
 
