@@ -198,7 +198,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         def floor(variant: str, backend: str) -> Callable[[], None]:
             def run() -> None:
                 t0 = time.perf_counter()
-                c_floor = _c_floor() if variant in ("C floor", "C no copies") else None
+                c_floor = _c_floor() if variant in line_floor.C_VARIANTS else None
                 counts[f"{variant}|{backend}"] = line_floor.record(infos, lambda: runtime.run_prefill(rt), backend, variant,
                                                                    c_floor)
                 times[f"{variant}|{backend}"].append(time.perf_counter() - t0)
@@ -227,6 +227,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
         rt.close()
     off = statistics.median(times["off"])
     rows = []
+    head = {"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device}
 
     def ratio(m: str, off: str = "off") -> float:
         return statistics.median(t / o for t, o in zip(times[m], times[off]))
@@ -234,8 +235,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
     for m in recorders:
         extra = statistics.median(t - o for t, o in zip(times[m], times["off"]))
         mode_name, backend = m.split("|")
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device, "mode": mode_name,
-                     "python": PYTHON, "line_events": backend, "recorder": RECORDER,
+        rows.append({**head, "mode": mode_name, "python": PYTHON, "line_events": backend, "recorder": RECORDER,
                      "ratio": round(ratio(m), 3), "hot_ratio": round(ratio(f"{m} hot"), 3),
                      "forward_ratio": round(ratio(f"{m} fwd"), 3),
                      "cpu_ratio": round(ratio(f"{m} cpu", "off cpu"), 3),
@@ -246,8 +246,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
     for v, b in floors:
         extra = statistics.median(t - o for t, o in zip(times[f"{v}|{b}"], times["off"]))
         n = counts[f"{v}|{b}"]
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device,
-                     "mode": line_floor.VARIANTS[v], "python": PYTHON, "line_events": b, "recorder": None,
+        rows.append({**head, "mode": line_floor.VARIANTS[v], "python": PYTHON, "line_events": b, "recorder": None,
                      "ratio": round(ratio(f"{v}|{b}"), 3), "forward_ms": round(off * 1e3, 3),
                      "extra_ms": round(extra * 1e3, 3), "records": n or None,
                      "per_line_us": round(extra / n * 1e6, 2) if n else None, "rounds": rounds})
@@ -256,11 +255,9 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
                                        *((("C floor", "C no copies"), C_COPIES_MODE, b) for b in backends
                                          if ("C floor", b) in floors)]:
         copies = statistics.median((f - c) / o for f, c, o in zip(times[f"{full}|{b}"], times[f"{bare}|{b}"], times["off"]))
-        rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device,
-                     "mode": mode_name, "python": PYTHON, "line_events": b, "recorder": None, "ratio": round(1 + copies, 3),
+        rows.append({**head, "mode": mode_name, "python": PYTHON, "line_events": b, "recorder": None, "ratio": round(1 + copies, 3),
                      "forward_ms": round(off * 1e3, 3), "extra_ms": round(copies * off * 1e3, 3), "rounds": rounds})
-    rows.append({"bench": "trace", "shape": f"{preset} {layers}L {tokens}T", "preset": preset, "device": device,
-                 "mode": "replays alone, untraced", "python": PYTHON, "line_events": None, "recorder": None,
+    rows.append({**head, "mode": "replays alone, untraced", "python": PYTHON, "line_events": None, "recorder": None,
                  "ratio": round(floor / off, 3), "forward_ms": round(off * 1e3, 3), "extra_ms": round(floor * 1e3, 3),
                  "rounds": rounds})
     return rows

@@ -48,8 +48,10 @@ from annotate.trace.sourcemap import CodeInfo, TracedStatement
 VARIANTS = {"floor": "lines, least Python (floor)", "no copies": "lines, least Python, no copies",
             "events alone": "line events alone (C callback)",
             "C floor": "lines, least work in C (floor)", "C no copies": "lines, least work in C, no copies"}
+#: the variants written in C (`line_floor_c.c`, built by `build_c_floor`)
+C_VARIANTS = ("C floor", "C no copies")
 #: the variants that run on sys.monitoring only (their callbacks are builtins)
-MONITORING_ONLY = frozenset({"events alone", "C floor", "C no copies"})
+MONITORING_ONLY = frozenset({"events alone", *C_VARIANTS})
 C_SOURCE = Path(__file__).with_name("line_floor_c.c")
 _C_SETUP = """\
 from setuptools import Extension, setup
@@ -210,7 +212,7 @@ def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str, var
         raise ValueError(f"{variant}: sys.monitoring only (settrace has no builtin callbacks)")
     if variant == "events alone":
         return _events_alone(infos, run)
-    if variant in ("C floor", "C no copies"):
+    if variant in C_VARIANTS:
         if c_floor is None:
             raise ValueError(f"{variant}: needs the built C floor (`build_c_floor`)")
         return len(_c_monitoring(infos, run, c_floor, copy=variant == "C floor"))
