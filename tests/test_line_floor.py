@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,8 +39,6 @@ def test_the_c_floor_keeps_what_the_python_floor_keeps(tmp_path: Path) -> None:
 
 
 def test_the_c_variants_refuse_settrace() -> None:
-    import sys
-
     sys.path.insert(0, str(ROOT / "bench"))
     import line_floor
 
