@@ -57,6 +57,7 @@ from. Benchmarks print and write; they never assert timing.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import random
@@ -151,20 +152,16 @@ MODES = ("lines", "lines + replays")
 #: a derived row: the floor's copies alone (floor − no copies, per round), as 1 + their share of the plain forward
 COPIES_MODE = "copies alone (floor − no copies)"
 C_COPIES_MODE = "copies alone, in C (C floor − C no copies)"
-#: the C floor (`line_floor.build_c_floor`), built once per process in a temporary folder: the module,
-#: or why it could not be built (said once, and its rows left out)
-_C_FLOOR: list[Any] = []
-
-
+@functools.cache
 def _c_floor() -> Any:
-    """The built C floor module, or None (the reason printed the first time)."""
-    if not _C_FLOOR:
-        with tempfile.TemporaryDirectory(prefix="annotate-c-floor-") as work:
-            built = line_floor.build_c_floor(Path(work))   # loaded: the folder can go
-        if isinstance(built, str):
-            print(f"[bench] {built}: its rows are left out", flush=True)
-        _C_FLOOR.append(None if isinstance(built, str) else built)
-    return _C_FLOOR[0]
+    """The C floor (`line_floor.build_c_floor`), built once per process in a temporary folder; or
+    None, the reason said once (and its rows left out)."""
+    with tempfile.TemporaryDirectory(prefix="annotate-c-floor-") as work:
+        built = line_floor.build_c_floor(Path(work))   # loaded: the folder can go
+    if isinstance(built, str):
+        print(f"[bench] {built}: its rows are left out", flush=True)
+        return None
+    return built
 
 
 def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[str],
@@ -173,7 +170,7 @@ def overhead(preset: str, layers: int, tokens: int, rounds: int, backends: list[
     plain forward, all interleaved in the same rounds."""
     rt = runtime.build_runtime(TraceOptions(preset=preset, layers=layers, tokens=tokens, root=ROOT, device=device))
     # the floor and its parts (`line_floor.py`); the events alone and the C floor only where callbacks
-    # can be builtins (sys.monitoring), the C floor only where it built (`C_FLOOR`)
+    # can be builtins (sys.monitoring), the C floor only where it built (`_c_floor`)
     floors = [(v, b) for b in backends for v in line_floor.VARIANTS
               if v not in line_floor.MONITORING_ONLY or (b == "monitoring" and (v == "events alone" or _c_floor()))]
     try:
