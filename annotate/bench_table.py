@@ -2,7 +2,9 @@
 
 Every ``bench/results/*.json`` holding ``{"rows": [flat records]}`` (the benchmarks under ``bench/``
 write them) becomes one Markdown table, its columns the records' keys in first-seen order, between
-the README's two marker comments. A file without ``rows`` is left out; a malformed one is one line.
+the README's two marker comments, under a line naming the run: the file's own top-level facts (device
+and its name, Python, torch, recorder…), so rows measured on a GPU say on which one. A file without
+``rows`` is left out; a malformed one is one line.
 ``python -m annotate.bench_table`` rewrites the README; ``--check`` only says whether it is current
 (tests/test_bench_table.py asserts it is, for the committed JSON).
 """
@@ -25,8 +27,8 @@ RESULTS_DIR = Path("bench") / "results"
 _FIX = "a benchmark writes {\"rows\": [{key: number | string | bool | null, …}, …]}; re-run it"
 
 
-def load_rows(path: Path, label: str) -> list[dict[str, Any]] | None:
-    """The flat records of one results file, or None when it has no ``rows``."""
+def load_rows(path: Path, label: str) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The flat records of one results file and the file's whole object, or None when it has no ``rows``."""
     data = codec.read_json(path, label, _FIX)
     at = codec.At(label, fix=_FIX)
     if not isinstance(data, dict) or "rows" not in data:
@@ -36,7 +38,7 @@ def load_rows(path: Path, label: str) -> list[dict[str, Any]] | None:
         for key, value in row.items():
             if value is not None and not isinstance(value, (str, int, float, bool)):
                 at.key("rows").index(i).key(key).fail("a number, a string, true/false or null", value)
-    return rows
+    return rows, data
 
 
 def cell(value: Any) -> str:
@@ -54,12 +56,27 @@ def cell(value: Any) -> str:
     return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def table(name: str, rows: list[dict[str, Any]]) -> str:
-    """A Markdown table of `rows` headed by the results file's `name`."""
+#: top-level keys that are not facts of the run (the bench's name repeats in every row)
+_NOT_RUN_FACTS = ("rows", "bench")
+#: the facts said first, where a file has them: on which machine the rows were measured
+_FIRST_FACTS = ("device_name", "device", "date")
+
+
+def run_facts(data: dict[str, Any]) -> str:
+    """The results file's top-level scalar facts (``device_name: NVIDIA H200 · device: cuda · …``): the
+    device's first, the rest in file order; empty when it has none."""
+    keys = [k for k in _FIRST_FACTS if k in data] + [k for k in data if k not in _FIRST_FACTS]
+    return " · ".join(f"{key}: {cell(data[key])}" for key in keys if key not in _NOT_RUN_FACTS
+                      and (data[key] is None or isinstance(data[key], (str, int, float, bool))))
+
+
+def table(name: str, rows: list[dict[str, Any]], facts: str = "") -> str:
+    """A Markdown table of `rows` headed by the results file's `name` and, when given, the run's `facts`."""
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
-    lines = [f"`bench/results/{name}`", "", "| " + " | ".join(cell(c) for c in columns) + " |",
+    head = f"`bench/results/{name}`" + (f" — {facts}" if facts else "")
+    lines = [head, "", "| " + " | ".join(cell(c) for c in columns) + " |",
              "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(row.get(c)) for c in columns) + " |" for row in rows]
     return "\n".join(lines)
@@ -69,9 +86,9 @@ def render(results: Path) -> str:
     """Every results file with rows, sorted by name, one table each (empty when there is none)."""
     tables = []
     for path in sorted(results.glob("*.json")):
-        rows = load_rows(path, f"{RESULTS_DIR.as_posix()}/{path.name}")
-        if rows:
-            tables.append(table(path.name, rows))
+        loaded = load_rows(path, f"{RESULTS_DIR.as_posix()}/{path.name}")
+        if loaded and loaded[0]:
+            tables.append(table(path.name, loaded[0], run_facts(loaded[1])))
     return "\n\n".join(tables)
 
 

@@ -22,14 +22,15 @@ def _results(tmp_path: Path, files: dict[str, object]) -> Path:
 
 def test_one_table_per_file_with_rows_columns_in_first_seen_order(tmp_path: Path) -> None:
     results = _results(tmp_path, {
-        "b.json": {"rows": [{"page": "qwen3.py", "bytes": 812345, "ratio": 0.123456},
+        "b.json": {"bench": "b", "device": "cuda", "device_name": "GPU | X", "nested": {"left": "out"},
+                   "rows": [{"page": "qwen3.py", "bytes": 812345, "ratio": 0.123456},
                             {"page": "a|b", "bytes": 10, "extra": True, "ratio": None}]},
         "a.json": {"rows": [{"x": 1.5}]},
         "notes.json": {"summary": "no rows: left out"},
     })
     assert render(results) == (
         "`bench/results/a.json`\n\n| x |\n|---|\n| 1.5 |\n\n"
-        "`bench/results/b.json`\n\n| page | bytes | ratio | extra |\n|---|---|---|---|\n"
+        "`bench/results/b.json` — device_name: GPU \\| X · device: cuda\n\n| page | bytes | ratio | extra |\n|---|---|---|---|\n"
         "| qwen3.py | 812,345 | 0.1235 | — |\n| a\\|b | 10 | — | yes |")
 
 
@@ -71,3 +72,13 @@ def test_the_readme_table_is_what_the_committed_json_makes() -> None:
     assert list((REPO / "bench" / "results").glob("*.json")), "bench/results/*.json are committed"
     assert with_table(readme, render(REPO / "bench" / "results")) == readme, \
         "README.md's performance table is stale: run python -m annotate.bench_table"
+
+
+def test_the_gpu_rows_name_their_device() -> None:
+    """The committed H200 results reach the README's table with the device named above their rows."""
+    data = json.loads((REPO / "bench" / "results" / "trace-cuda.json").read_text(encoding="utf-8"))
+    assert data["device"] == "cuda" and data["rows"] and all(r["device"] == "cuda" for r in data["rows"])
+    text = render(REPO / "bench" / "results")
+    block = text[text.index("`bench/results/trace-cuda.json`"):].split("\n\n`bench/results/", 1)[0]
+    assert block.splitlines()[0].startswith(f"`bench/results/trace-cuda.json` — device_name: {data['device_name']} · ")
+    assert block.count("| cuda |") == len(data["rows"])
