@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from annotate.errors import UserError
+from annotate.claim_text import ClaimError, format_value
 from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.project import DOCS_FOLDER, Project
 
@@ -35,10 +35,6 @@ if TYPE_CHECKING:   # lesson/ imports this module's errors: the table is importe
 _PLACEHOLDER = re.compile(r"\{\{=(?P<body>.*?)\}\}")
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+)(?P<index>(?:\[\d+\])*)$")
 _INDEX = re.compile(r"\[(\d+)\]")
-
-
-class ClaimError(UserError):
-    """A placeholder that cannot be parsed, names no claim, or whose claim no longer holds."""
 
 
 @dataclass(frozen=True)
@@ -87,22 +83,6 @@ def _pick(value: object, index: tuple[int, ...], ph: Placeholder) -> object:
                              f"use an index below the claim's length")
         value = value[i]
     return value
-
-
-def format_value(value: object, spec: str = "") -> str:
-    """One line of text for a claim value; vectors as ``[a, b]``, matrices as ``[a, b]; [c, d]``."""
-    if isinstance(value, list):
-        if value and all(isinstance(v, list) for v in value):
-            return "; ".join(format_value(v, spec) for v in value)
-        return "[" + ", ".join(format_value(v, spec) for v in value) + "]"
-    if spec:
-        return format(value, spec)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        text = f"{value:.4f}".rstrip("0").rstrip(".")
-        return "0" if text == "-0" else text
-    return str(value)
 
 
 def _value(ph: Placeholder, table: object) -> str:

@@ -41,7 +41,7 @@ from mkdocs.structure.pages import Page
 from annotate import claims, codec, references, safe_html, search_index
 from annotate.docs_math import render_page_math
 from annotate.errors import UserError
-from annotate.pages import diagrams, extras, lesson_formulas, lesson_values
+from annotate.pages import diagrams, lesson_formulas, lesson_values, providers
 from annotate.pages.generate import generate
 from annotate.pages.experiment_page import experiment_pages
 from annotate.pages.map_page import MAP_URI, render_map
@@ -111,7 +111,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             notice_log.warning(line)
         lab = _plugin_error(lambda: experiment_pages(self.root, facts.sources))
         site = _plugin_error(lambda: generate(facts, self.katex.render, self.katex.check,
-                                              extras.providers(facts.traces, facts.files, lab.compare_links()),
+                                              providers.providers(facts.traces, facts.files, lab.compare_links()),
                                               prefetch=self.katex.prefetch))
         three = None if facts.map_rows is None else render_map(facts.map_rows, facts, traces=facts.traces)
         if three:

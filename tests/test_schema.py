@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from annotate.errors import UserError
 from annotate.pages import plots
-from annotate.pages.extras import providers
+from annotate.pages.providers import providers
 from annotate.pages.lesson_values import expand
 from annotate.pages.trace_pages import trace_pages
 from annotate.pages.trace_set import TraceSet, TraceView, review_traces

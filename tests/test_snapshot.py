@@ -13,7 +13,7 @@ import pytest
 
 from annotate import references, source
 from annotate.errors import UserError
-from annotate.pages import extras
+from annotate.pages import providers
 from annotate.pages.generate import generate
 from annotate.pages.map_page import render_map
 from annotate.pages.snapshot import Snapshot, build_snapshot
@@ -123,7 +123,7 @@ def test_one_build_reads_parses_and_diffs_each_file_once_and_walks_each_folder_o
     with mock.patch.object(Path, "read_bytes", counted_read), mock.patch("os.walk", counted_walk), \
             mock.patch.object(source, "_parser", CountedParser), mock.patch.object(linemap, "build", counted_build):
         facts = build_snapshot(project, docs_pages(project), strict=strict)
-        site = generate(facts, lambda tex, display: tex, lambda tex: None, extras.providers(facts.traces, facts.files))
+        site = generate(facts, lambda tex, display: tex, lambda tex: None, providers.providers(facts.traces, facts.files))
         assert facts.map_rows is not None
         render_map(facts.map_rows, facts)
         for uri, markdown in docs_pages(project).items():

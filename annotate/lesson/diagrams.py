@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from annotate.claims import ClaimError, format_value
+from annotate.claim_text import ClaimError, format_value
 from annotate.project import DOCS_FOLDER
 
 if TYPE_CHECKING:  # the table is imported where it is used, as in annotate.claims

@@ -12,15 +12,12 @@ data-path="nanovllm/layers/layernorm.py">``; a provider can
   first opens, so the page itself stays light.
 
 Every provider implements all four (:class:`NoExtras` gives the empty answers to inherit).
-Providers are listed by :func:`providers`; pages without any still build.
+Providers are listed by :func:`annotate.pages.providers.providers` (a room above every provider, so this
+protocol imports none of them); pages without any still build.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
-
-if TYPE_CHECKING:
-    from annotate.links import FileFacts
-    from annotate.pages.trace_set import TraceSet
+from typing import Any, Protocol
 
 
 class LineExtras(Protocol):
@@ -53,17 +50,3 @@ class NoExtras:
 
     def data_files(self, path: str) -> dict[str, str]:
         return {}
-
-
-def providers(traces: TraceSet, files: Mapping[str, FileFacts],
-              experiments: dict[str, list[tuple[str, str]]] | None = None) -> list[LineExtras]:
-    """The providers active for this build: the values panel when ``traces/`` holds a trace (its panels
-    link to the ``experiments`` editing their file), and HF's traced lines on HF's page when the trace
-    recorded them against today's bytes of ``files``."""
-    from annotate.pages.hf_values import HfValues
-    from annotate.pages.values import ValuesPanel
-
-    if not traces.views:
-        return []
-    hf = HfValues(traces, files)   # HF transformers' own traced lines, on its page
-    return [ValuesPanel(traces, experiments or {}), *([hf] if hf.by_line else [])]
