@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "reference, bad LaTeX or any MkDocs warning fails the build.")
     build.add_argument("--no-strict", dest="strict", action="store_false", help="warn instead of failing")
     build.add_argument("--site-dir", type=Path, default=None, help="output folder (default: mkdocs.yml's site_dir)")
+    build.add_argument("--force", action="store_true",
+                       help="build even when no input changed since the last strict build of this folder "
+                            "(by default that build is kept: annotate/build_inputs.py says what counts as input)")
     build.set_defaults(func=run_build, strict=True)
 
     serve = sub.add_parser("serve", help="serve the site with live reload (watches vendor/, notes/, traces/)")
@@ -50,25 +53,41 @@ def run_check(args: argparse.Namespace) -> int:
         bad_math = check_docs(project, math_check)
         if bad_math:
             raise UserError(bad_math[0] + (f" (and {len(bad_math) - 1} more)" if len(bad_math) > 1 else ""))
+    from annotate.pages.map_truth import check_project
+
+    contradicted, unchecked = check_project(project.root)   # the map's float32 statements vs the float32 trace
+    for line in contradicted:
+        print(f"map    {line}")
+    print(f"map float32: {unchecked or ('all hold' if not contradicted else f'{len(contradicted)} contradicted')}")
     broken = [] if args.no_claims else claims.scan_claims(project)
     for line in broken:
         print(f"claim  {line}")
     if not args.no_claims:
         print(f"computed claims: {'all hold' if not broken else f'{len(broken)} no longer hold'}")
-    return 1 if args.strict and (not report.ok or broken) else 0
+    return 1 if args.strict and (not report.ok or broken or contradicted) else 0
 
 
 def run_build(args: argparse.Namespace) -> int:
+    from annotate.build_inputs import inputs_digest, read_stamp
+
     project = Project.load(args.root)
     target = (args.site_dir or project.site_dir).resolve()
     progress = Progress()
+    digest = inputs_digest(project) if args.strict else None
+    if digest is not None and not args.force and is_previous_site(target) and read_stamp(target) == digest:
+        progress.say(f"[build] {project.rel(target)} is up to date: no input changed since its strict build "
+                     "(pass --force to build anyway)")
+        return 0
     with progress.step("build", f"mkdocs build{' --strict' if args.strict else ''} → {target}"):
-        build_site(project.root, target, strict=args.strict)
+        build_site(project.root, target, strict=args.strict, digest=digest)
     return 0
 
 
-def build_site(root: Path, target: Path, strict: bool = True) -> None:
-    """Build into a sibling temp folder, then swap it in; on any failure ``target`` is untouched."""
+def build_site(root: Path, target: Path, strict: bool = True, digest: str | None = None) -> None:
+    """Build into a sibling temp folder, then swap it in; on any failure ``target`` is untouched.
+    ``digest``: the inputs' digest (annotate/build_inputs.py), left in the output so that the next
+    strict build with the same inputs can keep it; taken before the build, so an input that changes
+    during the build makes the next one rebuild rather than be skipped."""
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
     from mkdocs.exceptions import Abort, ConfigurationError, PluginError
@@ -80,7 +99,8 @@ def build_site(root: Path, target: Path, strict: bool = True) -> None:
     guard.refuse_uncreatable(target, "--site-dir")
     target.parent.mkdir(parents=True, exist_ok=True)
     with guard.output_lock(root, target, "--site-dir"):
-        _build_and_swap(project.config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config)
+        _build_and_swap(project.config_file, target, strict, (Abort, ConfigurationError, PluginError), build, load_config,
+                        digest)
 
 
 def is_previous_site(folder: Path) -> bool:
@@ -91,9 +111,11 @@ def is_previous_site(folder: Path) -> bool:
                                            and (folder / "index.html").is_file())
 
 
-def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config) -> None:
+def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tuple, build, load_config,
+                    digest: str | None = None) -> None:
     """MkDocs into a hidden staging folder beside ``target`` (git-ignored, swept next time), then the swap."""
     from annotate.atomic import replace_dir
+    from annotate.build_inputs import write_stamp
     from annotate.guard import mark
 
     log = _MkDocsLog()
@@ -102,6 +124,8 @@ def _build_and_swap(config_file: Path, target: Path, strict: bool, failures: tup
             config = load_config(str(config_file), strict=strict, site_dir=str(staged))
             build(config)
             mark(staged)
+            if digest is not None:
+                write_stamp(staged, digest)
     except failures as exc:
         raise UserError("\n".join(log.errors) or f"build failed: {exc}; see the warnings above") from None
     finally:
