@@ -54,7 +54,7 @@ def test_hf_x1_cell_links_to_the_resolved_line_and_the_tag_permalink(rows, facts
     cell = re.search(r'<td data-framework="transformers">.*?</td>', row).group(0)
     assert f'href="source/{HF}.html#L{line}"' in cell
     assert f"https://github.com/huggingface/transformers/blob/v4.57.6/src/{HF}#L{line}" in cell
-    assert "<code>residual</code> = x₁ (bf16)" in cell
+    assert "<code>residual</code> = x₁（在运行的 dtype 里相加并舍入 added and rounded in the run&#x27;s dtype）" in cell
     # a multi-line statement links to its whole span, and the span is registered as an anchor for the page
     attention = re.search(r'<tr id="step-attention">.*?</tr>', html).group(0)
     assert f'source/{HF}.html#L260-L269"' in attention
@@ -193,11 +193,80 @@ def test_every_holds_names_its_dtype_and_float32_cells_link_the_float32_trace(ro
             if cell.holds:
                 assert re.search(r"之后 after（(bfloat16|bfloat16 与 float32 皆然 both bfloat16 and float32)）",
                                  _cell(html, row.step, name)), (row.step, name)
-    first = _cell(html, "first-input-norm", "nano-vllm")     # where float32 loses x⁽⁰⁾: said, and linked
-    assert "float32 下 in float32: <code>residual</code> = RMSNorm₁(x⁽⁰⁾)" in first
+    first = _cell(html, "first-input-norm", "nano-vllm")     # where float32 loses x⁽⁰⁾: found, said, and linked
+    assert re.search(r"float32 轨迹 trace: <code>residual</code>: ℓ0: RMSNorm₁\(x⁽0⁾\)；与 <code>hidden_states</code> "
+                     "同一张量 the same tensor as <code>hidden_states</code>", first), first
     link = re.search(r'<a class="an-map-f32-link" href="([^"]+)">float32 轨迹 trace, L(\d+)</a>', first)
     assert link and link[1].endswith(f"qwen3.py.html#L{link[2]}&amp;layer=0&amp;trace=cpu-float32")
-    assert "an-map-f32-link" not in render_map(rows, facts, traces=mini_set("bf16")).markdown   # no float32 trace
+    bare = render_map(rows, facts, traces=mini_set("bf16")).markdown     # no float32 trace: said, and unchecked
+    assert "an-map-f32-link" not in bare and "no float32 trace: the float32 statements of the map are not checked" in bare
+    assert "float32 下 in float32（未核对 unchecked）: <code>residual</code> = RMSNorm₁(x⁽⁰⁾)" in _cell(
+        bare, "first-input-norm", "nano-vllm")
+
+
+def test_the_float32_lines_are_the_float32_traces_findings(rows, facts) -> None:
+    """Issue 34: at layernorm.py:35 `residual` is not yet the same tensor as `x` (the alias comes at :36), and
+    at qwen3.py:154 / :156 float32's hidden_states matches nothing: the page says what the trace found."""
+    from values_fixtures import mini_set
+
+    html = render_map(rows, facts, traces=mini_set("bf16", "f32")).markdown
+    x2 = _cell(html, "x2", "nano-vllm")
+    f32 = re.search(r'<div class="an-map-holds an-map-f32">.*?</div>', x2).group(0)
+    assert "<code>x</code>: " in f32 and "无匹配 no match" in f32 and "同一张量" not in f32, f32
+    for step in ("fused-input-norm", "x1-and-norm"):
+        line = re.search(r'<div class="an-map-holds an-map-f32">.*?</div>', _cell(html, step, "nano-vllm")).group(0)
+        said = re.search(r"<code>hidden_states</code>: ([^；]*)", line).group(1)
+        assert said.startswith("ℓ") and "无匹配 no match" in said and "RMSNorm" not in said, line
+    hf = _cell(html, "x1-and-norm", "transformers")      # HF's float32 trace line: its own lines' identities
+    assert re.search(r"float32 轨迹 trace: <code>residual</code>: ℓ0–\d: x₁⁽0⁾", hf), hf
+    assert "(bf16)" not in hf and "(bf16)" not in _cell(html, "x2", "transformers")
+
+
+def test_every_float32_statement_of_the_shipped_map_holds_in_the_float32_trace(rows, facts) -> None:
+    from annotate.pages.map_truth import contradictions, hf_lines_today
+    from values_fixtures import mini_set
+
+    view = mini_set("f32").find(dtype="float32")
+    hf = hf_lines_today(view, lambda p: facts.files[p].data if p in facts.files else None)
+    assert hf is not None     # HF's cells are checked too
+    line_of = lambda a: facts.resolution(a).span[0]   # noqa: E731
+    assert contradictions(rows, line_of, view, hf) == []
+    # the three statements issue 34 found false, put back: each is one line naming the step, the cell, the trace's words
+    x2, fused = (next(r for r in rows if r.step == s) for s in ("x2", "fused-input-norm"))
+    bad = [replace(x2, cells={**x2.cells, "nano-vllm": replace(x2.cells["nano-vllm"], float32={
+               "x": "written in place into the caller's hidden_states; residual is the same tensor"})}),
+           replace(fused, cells={**fused.cells, "nano-vllm": replace(fused.cells["nano-vllm"], float32={
+               "residual": "the same tensor as hidden_states"})}),
+           replace(x2, step="x2-hf", cells={"transformers": replace(x2.cells["transformers"], holds={"hidden_states": "x₂ (bf16)"})})]
+    found = contradictions(bad, line_of, view, hf)
+    assert len(found) == 3, found
+    assert found[0].startswith(f"{MAP_FILE}: x2 › nano-vllm: `x` = ") and "layernorm.py:35" in found[0]
+    assert "not the same tensor as residual (same_memory there: none)" in found[0] and f"fix the cell's `float32` in {MAP_FILE}" in found[0]
+    assert found[1].startswith(f"{MAP_FILE}: fused-input-norm › nano-vllm: `hidden_states` = 'RMSNorm₁(x⁽ℓ⁾)'")
+    assert re.search(r"no math variable matches in ℓ1, ℓ2, ℓ3 \(nearest rel [0-9.]+–[0-9.]+\)", found[1])
+    assert "marked for both dtypes but names bf16" in found[2]
+    assert all("\n" not in line for line in found)
+
+
+def test_check_strict_fails_on_a_map_cell_the_float32_trace_contradicts(project: Path, capsys) -> None:
+    """The map's float32 statements are checked by `annotate check --strict` against the float32 trace; without
+    one it says so and passes."""
+    from annotate.cli import main
+    from values_fixtures import mini_dir
+
+    args = ["--root", str(project), "check", "--strict", "--no-claims", "--no-math"]
+    assert main(args) == 0
+    assert "no float32 trace: the float32 statements of the map are not checked" in capsys.readouterr().out
+    import shutil
+    shutil.copytree(mini_dir("f32"), project / "traces" / "cpu-float32")
+    assert main(args) == 0
+    assert "map float32: all hold" in capsys.readouterr().out
+    _edit_map(project, "float32: {x: '不等于任何数学变量 no math variable'}\n        zh: 推迟到下一层",   # the x2 row
+              "float32: {x: 'x₂，与 residual 同一张量 residual is the same tensor'}\n        zh: 推迟到下一层")
+    assert main(args) == 1
+    out = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("map    ")]
+    assert len(out) == 1 and out[0].startswith(f"map    {MAP_FILE}: x2 › nano-vllm: `x` = ")
+    assert "not the same tensor as residual" in out[0] and "no math variable matches in" in out[0]
 
 
 def test_the_map_states_its_smaller_facts(rows, facts) -> None:

@@ -17,6 +17,7 @@ from annotate.framework_map import FRAMEWORKS, MapCell, Row
 from annotate.pages.source_page import cite_head
 from annotate.links import page_anchor, page_url
 from annotate.pages.highlight import wrap_points
+from annotate.pages.map_truth import NO_TRACE, cell_line, contradictions, float32_words, hf_lines_today
 from annotate.pages.hf_values import hf_view, shown_hf_lines
 from annotate.pages.snapshot import Snapshot
 from annotate.pages.trace_set import TraceSet, TraceView
@@ -45,18 +46,23 @@ def render_map(rows: Sequence[Row], facts: Snapshot, traces: TraceSet | None = N
     """
     problems: list[str] = []
     f32 = traces.find(dtype="float32") if traces is not None else None
+    hf32 = hf_lines_today(f32, lambda p: facts.files[p].data if p in facts.files else None) if f32 else None
+    if f32 is not None:   # a statement about float32 that the float32 trace contradicts fails the strict build
+        problems += contradictions(rows, lambda a: _line(facts, a), f32, hf32)
     head = "".join(f"<th>{html.escape(title)}</th>" for title in FRAMEWORKS.values())
     body = []
     for row in rows:
         cells = []
         for name in FRAMEWORKS:
             cell = row.cells.get(name)
-            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems, f32)}</td>'
+            f32_line = float32_words(cell, name, f32, hf32, cell_line(cell, lambda a: _line(facts, a))) \
+                if cell and f32 else ""
+            cells.append(f'<td data-framework="{name}">{_render_cell(cell, facts, problems, f32, f32_line)}</td>'
                          if cell else f'<td data-framework="{name}">—</td>')
         body.append(f'<tr id="step-{html.escape(row.step)}"><th scope="row">{html.escape(row.zh)}'
                     f'<br><span lang="en">{html.escape(row.en)}</span></th>{"".join(cells)}</tr>')
     markdown = (f"---\ntitle: 三框架映射 · Three-framework map\n---\n# 三框架映射 · Three-framework map\n\n"
-                f"{_intro(facts)}\n\n"
+                f"{_intro(facts)}\n\n{_float32_intro(f32)}\n\n"
                 f'<div class="an-map"><table><thead><tr><th>步骤 Step</th>{head}</tr></thead>'
                 f'<tbody>{"".join(body)}</tbody></table></div>\n')
     if traces is not None and traces.find() is not None:
@@ -187,9 +193,27 @@ def _intro(facts: Snapshot) -> str:
             "固定版本 Pins — " + "; ".join(pins))
 
 
-def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str], f32: TraceView | None = None) -> str:
-    """A cell: its statements, what the variables hold after them (for which dtype; in float32 too, with a
-    link to the float32 trace at that line when one is there), its note."""
+def _line(facts: Snapshot, anchor: Anchor) -> int | None:
+    """The first line an anchor resolves to in the build's facts (None: it does not resolve)."""
+    res = facts.resolution(anchor)
+    return res.span[0] if res.ok and res.span else None
+
+
+def _float32_intro(f32: TraceView | None) -> str:
+    """What the cells' float32 lines come from: the float32 trace (named), or why they are unchecked."""
+    if f32 is None:
+        return f'<p class="an-map-f32-none">{html.escape(NO_TRACE)}</p>'
+    return ('<p class="an-map-f32-from">各格的「float32 轨迹」一行由 float32 轨迹生成（按比较找到的等价、同一张量、无匹配），'
+            f"不是手写的：{html.escape(f32.label)}（{html.escape(f32.where)}）。 Each cell's \"float32 trace\" line "
+            "is generated from the float32 trace (identities found by comparison, same tensors, no match), not "
+            "written by hand.</p>")
+
+
+def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str], f32: TraceView | None = None,
+                 f32_line: str = "") -> str:
+    """A cell: its statements, what the variables hold after them (for which dtype), what the float32 trace
+    found there (``f32_line``, generated, linked to the trace at that line) or, without a float32 trace, the
+    cell's hand-written float32 statements marked unchecked; its note."""
     parts = []
     for anchor in cell.anchors:
         resolution = facts.resolution(anchor)
@@ -201,9 +225,12 @@ def _render_cell(cell: MapCell, facts: Snapshot, problems: list[str], f32: Trace
     if cell.holds:
         scope = "bfloat16 与 float32 皆然 both bfloat16 and float32" if cell.dtype == "both" else "bfloat16"
         parts.append(f'<div class="an-map-holds">之后 after（{scope}）: {_held(cell.holds)}</div>')
-    if cell.float32:
-        parts.append(f'<div class="an-map-holds an-map-f32">float32 下 in float32: {_held(cell.float32)}'
+    if f32_line:
+        parts.append(f'<div class="an-map-holds an-map-f32">float32 轨迹 trace: {f32_line}'
                      f'{_f32_link(cell, facts, f32)}</div>')
+    elif cell.float32 and f32 is None:
+        parts.append(f'<div class="an-map-holds an-map-f32">float32 下 in float32（未核对 unchecked）: '
+                     f'{_held(cell.float32)}</div>')
     if cell.zh:
         parts.append(f'<div class="an-map-note">{html.escape(cell.zh)}'
                      + (f'<br><span lang="en">{html.escape(cell.en)}</span>' if cell.en else "") + "</div>")
@@ -240,14 +267,14 @@ def _held(holds: dict[str, str]) -> str:
 
 
 def _f32_link(cell: MapCell, facts: Snapshot, f32: TraceView | None) -> str:
-    """` — float32 轨迹 trace at L152`: the values panel of the cell's first line in the float32 trace, at the
-    first layer it ran in; "" without a float32 trace or a record on that line."""
+    """` — float32 轨迹 trace at L152`: the values panel of the cell's last line (the one its float32 line is
+    about) in the float32 trace, at the first layer it ran in; "" without a float32 trace or a record there."""
     if f32 is None or not cell.anchors:
         return ""
-    resolution = facts.resolution(cell.anchors[0])
+    resolution = facts.resolution(cell.anchors[-1])
     if not resolution.ok or resolution.span is None:
         return ""
-    path, line = cell.anchors[0].path, resolution.span[0]
+    path, line = cell.anchors[-1].path, resolution.span[0]
     recs = f32.trace.at(path, line)
     if not recs or not f32.fresh_for(path):
         return ""
