@@ -18,7 +18,8 @@ One YAML file per annotated vendored file: ``notes/<vendor path>.yml`` (for exam
 A note is anchored by symbol + normalised statement (+ nth), never by a line number, so it
 survives upstream edits; :func:`check` reports per note exact / moved / changed / vanished via
 :mod:`annotate.anchors`. Prose references in ``docs/`` are anchors too (see
-:mod:`annotate.references`); :func:`all_anchors` and :func:`check` cover both.
+:mod:`annotate.references`); :func:`annotate.project_anchors.all_anchors` and
+:func:`annotate.project_anchors.check` cover both (with the map's and the experiments').
 """
 from __future__ import annotations
 
@@ -297,43 +298,6 @@ def resolve_notes(files: list[NotesFile], sources: Sources | Mapping[str, Source
 
 def note_anchors(files: list[NotesFile]) -> list[Anchor]:
     return [note.anchor for f in files for note in f.notes]
-
-
-def all_anchors(root: Path) -> list[Anchor]:
-    """Every anchor the project holds: notes first, then prose references in docs/, then the map's (with origins)."""
-    return _anchors(root)
-
-
-def check(project: Project, math_check: Callable[[str], str | None] | None = None) -> CheckReport:
-    """Resolve every note and prose reference; ``math_check`` (LaTeX -> error or None) also vets math."""
-    sources = Sources(project.root)
-    return CheckReport(tuple(CheckEntry(resolve(a, sources.get(a.path))) for a in _anchors(project, math_check)))
-
-
-def _anchors(project: Project | Path, math_check: Callable[[str], str | None] | None = None) -> list[Anchor]:
-    """Notes first, then prose references on the pages, then the map's, then the experiments' edits: what
-    :func:`all_anchors` and :func:`check` both list; ``math_check`` vets the notes' math before the pages are read."""
-    from annotate import experiments, framework_map, references  # they sit beside notes; imported late
-
-    root = project.root if isinstance(project, Project) else project
-    vendored = _vendored_once(project)
-    files = load_all(root, set(vendored))
-    if math_check is not None:
-        vet_math(files, math_check)
-    return (note_anchors(files) + [r.anchor for r in references.scan_references(project, vendored)]
-            + framework_map.map_anchors(root) + experiments.experiment_anchors(root))
-
-
-def _vendored_once(project: Project | Path) -> list[str]:
-    """The vendored paths, walked once for the notes and the pages' references alike.
-
-    Empty, with no walk, when neither needs them (a bare root with no ``notes/`` and no mkdocs.yml),
-    so a missing copy is still no error there, as when each walked on its own.
-    """
-    if isinstance(project, Project):
-        return vendored_files(project.root)
-    wanted = (project / Project.NOTES_DIR).is_dir() or (project / Project.CONFIG_NAME).is_file()
-    return vendored_files(project) if wanted else []
 
 
 def vet_math(files: list[NotesFile], math_check: Callable[[str], str | None]) -> None:

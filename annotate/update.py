@@ -23,7 +23,7 @@ from annotate.anchors import (AMBIGUOUS, CHANGED, EXACT, MOVED, VANISHED, Anchor
                               nearest_text, resolve)
 from annotate.atomic import stage_file
 from annotate.errors import UserError
-from annotate.notes import all_anchors
+from annotate.project_anchors import all_anchors
 from annotate.vendoring import linemap
 from annotate.vendoring.lock import (
     HTTPS_URL,

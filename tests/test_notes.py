@@ -8,7 +8,8 @@ import pytest
 from annotate.anchors import CHANGED, EXACT, VANISHED
 from annotate.cli import main
 from annotate.errors import UserError
-from annotate.notes import all_anchors, check, load_all, parse_notes, vet_math
+from annotate.notes import load_all, parse_notes, vet_math
+from annotate.project_anchors import all_anchors, check
 from annotate.project import Project
 from annotate.render.katex import shared
 

@@ -115,7 +115,7 @@ def project(tmp_path) -> Path:
 
 
 def yaml_anchors(root: Path) -> list[Anchor]:
-    """A stand-in for annotate.notes.all_anchors: one anchor per note, path from the notes file name."""
+    """A stand-in for annotate.project_anchors.all_anchors: one anchor per note, path from the notes file name."""
     found = []
     for path in sorted((root / "notes").rglob("*.yml")):
         target = path.relative_to(root / "notes").as_posix()[: -len(".yml")]
@@ -128,7 +128,7 @@ def yaml_anchors(root: Path) -> list[Anchor]:
 @pytest.fixture
 def notes_module(project):
     """The CLI collects anchors with the real annotate.notes; it must see what this file's notes hold."""
-    from annotate.notes import all_anchors
+    from annotate.project_anchors import all_anchors
 
     found = all_anchors(project)
     assert [(a.symbol, a.statement) for a in found] == [(a.symbol, a.statement) for a in yaml_anchors(project)]
@@ -320,7 +320,7 @@ edits:
 
 
 def test_an_experiment_edit_whose_symbol_is_deleted_is_reported_vanished(project, upstream):
-    """Experiment anchors follow a vendor update like notes: the real collector (annotate.notes.all_anchors)
+    """Experiment anchors follow a vendor update like notes: the real collector (annotate.project_anchors.all_anchors)
     lists them, and an edit of a deleted symbol is vanished, named by its experiment file and edit."""
     repo, shas = upstream
     (project / "experiments").mkdir()
@@ -384,7 +384,7 @@ def test_console_script_dry_run(project, upstream):
     if not script.exists():
         pytest.skip("the annotate console script is not installed next to this python")
     try:
-        from annotate.notes import all_anchors
+        from annotate.project_anchors import all_anchors
 
         all_anchors(project)
     except ModuleNotFoundError:

@@ -38,14 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from annotate import claims, notes
+    from annotate import claims, project_anchors
     from annotate.render.katex import shared
     from annotate.vendoring.sync import verify_all
 
     project = Project.load(args.root)  # the build's docs_dir and page list, from mkdocs.yml
     verify_all(project.root)  # the strict build's vendor verdict (every upstream), first
     math_check = None if args.no_math else shared(project.root).check
-    report = notes.check(project, math_check=math_check)
+    report = project_anchors.check(project, math_check=math_check)
     print(report.render())
     if math_check is not None:  # the pages' formulas too, as the strict build renders them
         from annotate.docs_math import check_docs
