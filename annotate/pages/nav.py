@@ -17,6 +17,7 @@ ORDER: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     ("运行值 · Trace", ("trace/", "values.md")),
     ("实验 · Experiments", ("experiments/", "lab.md", "route.md")),
     ("速查 · Reference", ("reference/",)),
+    ("使用指南 · Guide", ("guide/",)),
     ("写作与维护 · Maintaining", ("writing.md", "updating.md", "trace-format.md", "experiment-format.md", "refuses.md")),
 )
 #: the annotated files in the order the lesson reads them: first in the Source section, so the
