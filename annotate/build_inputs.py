@@ -5,7 +5,7 @@ The digest covers every byte a build can read: the pages (docs_dir), notes, the 
 traces (with their tensors), the materialised vendor copies and their locks, the bench results the
 performance page is made from, mkdocs.yml, the JS tools' lock (KaTeX), the tool's own sources, and
 the versions of Python and of the packages that render (MkDocs, Material, pymdown, Pygments). A
-strict build writes it beside its output (:data:`STAMP_NAME`, inside the staged folder, so a site and
+strict build writes it beside its output (:data:`SITE_STAMP`, inside the staged folder, so a site and
 its stamp are swapped in together); a later strict build whose digest is the same skips the work.
 Hidden entries (staging folders of an interrupted swap, locks, editors' files) are left out: no build
 reads them.
@@ -21,7 +21,7 @@ from pathlib import Path
 from annotate.project import Project
 
 #: the file a strict build leaves in its output: the digest of the inputs it was made from
-STAMP_NAME = ".annotate-inputs"
+SITE_STAMP = ".annotate-inputs"
 
 #: folders (root-relative, besides docs_dir) whose every file a build may read
 _FOLDERS = (Project.NOTES_DIR, Project.MAP_DIR, Project.EXPERIMENTS_DIR, Project.TRACES_DIR,
@@ -78,11 +78,11 @@ def inputs_digest(project: Project) -> str:
 def read_stamp(site: Path) -> str | None:
     """The digest a strict build left in ``site``, or None (no stamp, unreadable, or not a build of ours)."""
     try:
-        return (site / STAMP_NAME).read_text(encoding="utf-8").strip() or None
+        return (site / SITE_STAMP).read_text(encoding="utf-8").strip() or None
     except (OSError, UnicodeDecodeError):
         return None
 
 
 def write_stamp(site: Path, digest: str) -> None:
     """Leave ``digest`` in a staged output folder (before it is swapped in)."""
-    (site / STAMP_NAME).write_text(digest + "\n", encoding="utf-8")
+    (site / SITE_STAMP).write_text(digest + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.build_inputs import STAMP_NAME, inputs_digest, read_stamp
+from annotate.build_inputs import SITE_STAMP, inputs_digest, read_stamp
 from annotate.cli import main
 from annotate.project import Project
 
@@ -66,4 +66,4 @@ def test_hidden_entries_are_not_inputs(small_project: Path) -> None:
     (small_project / "traces" / ".cpu.new-1" / "trace.json").write_text("{}", encoding="utf-8")
     (small_project / "docs" / ".index.md.swp").write_text("x", encoding="utf-8")
     assert inputs_digest(Project.load(small_project)) == before
-    assert STAMP_NAME.startswith(".")                              # MkDocs never publishes it as a page
+    assert SITE_STAMP.startswith(".")                              # MkDocs never publishes it as a page
