@@ -3,7 +3,7 @@
 Computed before any weight is read, so `annotate trace --device cuda` can refuse a run that will not
 fit (one line: what is needed, what is free, what to pass instead) rather than fail deep in a load.
 
-- weights: every tensor the run builds (:func:`annotate.trace.runtime.expected_weights`, the same
+- weights: every tensor the run builds (:func:`annotate.trace.weight_shapes.expected_weights`, the same
   list the checkpoint check uses), in the run's dtype — twice on the device: nano-vllm's model and
   HF transformers' reference, which the trace compares it with;
 - activations: the tensors live at once inside one decoder layer for the whole prompt (x, residual,
@@ -25,10 +25,11 @@ GIB = 2**30
 
 
 def element_bytes(dtype: str) -> int:
-    """Bytes per element of a --dtype choice, as torch says (runtime.DTYPES is the one map of the names)."""
-    from annotate.trace.runtime import DTYPES
+    """Bytes per element of a --dtype choice (one of options.DTYPE_NAMES, each the name of a torch dtype),
+    as torch says."""
+    import torch
 
-    return int(DTYPES[dtype].itemsize)
+    return int(getattr(torch, dtype).itemsize)
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Budget:
 
 
 def parameter_count(config: dict[str, Any], layers: int) -> int:
-    from annotate.trace.runtime import expected_weights
+    from annotate.trace.weight_shapes import expected_weights
 
     total = 0
     for shape in expected_weights(config, layers).values():
@@ -91,7 +92,7 @@ def recorded_units(payload: dict[str, Any]) -> float | None:
 def measured_units(root: Path) -> float | None:
     """:func:`recorded_units` of the default trace (``annotate trace``'s output) when it is recorded, else None."""
     from annotate.trace.options import TRACE_DEFAULTS
-    from annotate.trace.pipeline import default_out
+    from annotate.trace.freshness import default_out
     from annotate.trace.store import read_plain_payload
 
     folder = default_out(TRACE_DEFAULTS, root)

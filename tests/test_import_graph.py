@@ -1,0 +1,144 @@
+"""The package's import graph: no circles between modules, none between rooms, and the rules DESIGN.md
+states about which room knows which. Every import counts, late ones inside functions too (a late import
+hides a circle from the interpreter, not from a reader). Read with stdlib ``ast``: nothing is imported.
+
+A room is a top-level module or subpackage of ``annotate`` (``annotate.trace``, ``annotate.notes``); the
+package's own ``__init__`` belongs to no room."""
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "annotate"
+
+#: room -> rooms it must never import (DESIGN.md: a lower room never imports a higher one)
+NEVER = {
+    "annotate.source": ("annotate.notes", "annotate.pages", "annotate.plugin", "annotate.trace"),
+    "annotate.trace": ("annotate.pages", "annotate.plugin", "annotate.notes", "annotate.cli", "annotate.lesson",
+                       "annotate.claims"),
+    "annotate.vendoring": ("annotate.notes", "annotate.pages", "annotate.plugin", "annotate.trace", "annotate.cli"),
+    "annotate.notes": ("annotate.pages", "annotate.plugin", "annotate.experiments", "annotate.framework_map"),
+    "annotate.pages": ("annotate.plugin", "annotate.cli"),
+}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
+        out[".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)] = path
+    return out
+
+
+def _targets(mods: dict[str, Path], current: str, node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The package modules one import statement reads (``from a import b`` may name module a.b)."""
+    names: set[str] = set()
+    if isinstance(node, ast.Import):
+        names = {a.name for a in node.names}
+    else:
+        base = node.module or ""
+        if node.level:
+            parts = current.split(".")
+            keep = len(parts) - node.level + (1 if mods[current].name == "__init__.py" else 0)
+            base = ".".join(parts[:keep] + ([base] if base else []))
+        names = {base} | {f"{base}.{a.name}" for a in node.names}
+    out = set()
+    for name in names:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        if name and name != current and not current.startswith(name + "."):
+            out.add(name)
+    return out
+
+
+def edges() -> dict[str, set[str]]:
+    mods = modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                graph[name] |= _targets(mods, name, node)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    top = stack.pop()
+                    on.discard(top)
+                    comp.append(top)
+                    if top == node:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def room(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    rooms: dict[str, set[str]] = defaultdict(set)
+    for source, targets in graph.items():
+        for target in targets:
+            if room(source) != room(target) and target != "annotate":
+                rooms[room(source)].add(room(target))
+    return rooms
+
+
+def test_no_module_imports_itself_back() -> None:
+    found = circles(edges())
+    assert not found, "import circles (move the shared fact into a room below both): " + "; ".join(
+        " ↔ ".join(c) for c in found)
+
+
+def test_rooms_import_one_way() -> None:
+    found = circles(room_graph(edges()))
+    assert not found, "rooms that import each other: " + "; ".join(" ↔ ".join(c) for c in found)
+
+
+def test_lower_rooms_know_nothing_of_higher_ones() -> None:
+    rooms = room_graph(edges())
+    wrong = [f"{low} imports {high}" for low, highs in NEVER.items() for high in highs if high in rooms.get(low, ())]
+    assert not wrong, "; ".join(wrong)
+
+
+def test_the_finder_sees_a_circle_and_a_late_import(tmp_path: Path) -> None:
+    """The checker itself: a circle made of one top-level and one late import is found."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
+    mods = {"annotate.x": tmp_path / "x.py", "annotate.y": tmp_path / "y.py"}
+    late = ast.parse("def f():\n    from annotate.y import g\n")
+    node = next(n for n in ast.walk(late) if isinstance(n, ast.ImportFrom))
+    assert _targets(mods, "annotate.x", node) == {"annotate.y"}
