@@ -70,8 +70,8 @@ def test_prefill_context_and_process_group() -> None:
 
 
 def test_prompt_without_model_uses_utf8_bytes() -> None:
-    ids, source = runtime.prompt_ids(_opts(prompt="hé"), 256, 0, None)
-    assert ids == list("hé".encode("utf-8")) and "utf-8" in source
+    ids, source, texts = runtime.prompt_tokens(_opts(prompt="hé"), 256, 0, None)
+    assert ids == list("hé".encode("utf-8")) and "utf-8" in source and texts is None
 
 
 @pytest.mark.parametrize("kw, needle", [
@@ -99,7 +99,7 @@ def test_model_dir_checks(tmp_path: Path) -> None:
 
 def test_prompt_with_model_needs_a_tokenizer(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="tokenizer"):
-        runtime.prompt_ids(_opts(prompt="hi"), 256, 0, tmp_path)
+        runtime.prompt_tokens(_opts(prompt="hi"), 256, 0, tmp_path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal where CUDA is absent")
@@ -137,7 +137,7 @@ def test_prompt_with_model_uses_the_checkpoints_tokenizer(tmp_path: Path) -> Non
     folder.mkdir()
     train_tokenizer(folder, vocab=300)
     prompt = "the residual stream"
-    ids, source = runtime.prompt_ids(_opts(prompt=prompt, model=folder), 300, 0, folder)
+    ids, source, _ = runtime.prompt_tokens(_opts(prompt=prompt, model=folder), 300, 0, folder)
     assert source == "tokenizer"
     assert ids == AutoTokenizer.from_pretrained(str(folder))(prompt)["input_ids"]
     assert len(ids) < len(prompt.encode("utf-8")), "merges were learned: fewer ids than bytes"

@@ -21,7 +21,9 @@ def epilog() -> str:
             f"output:   {Project.TRACES_DIR}/<device> for the default trace, else "
             f"{Project.TRACES_DIR}/<device>-<dtype>-<model>-<N>L-<T>T\n"
             "          (a directory: trace.json + optional tensors.safetensors; see docs/trace-format.md)\n"
-            "--prompt without --model: the text's UTF-8 bytes are the token ids (mod the vocabulary size)\n")
+            f"--prompt without --model: Qwen3's own tokenizer (node_modules, `make install`); on a preset whose\n"
+            "          vocabulary is smaller than Qwen3's (tiny), the text's UTF-8 bytes are the token ids\n"
+            f"without --tokens / --prompt, {_DEFAULT.preset} reads the lesson's sentence: {_PRESET.default_prompt}\n")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     per_preset = "; ".join(f"{name}: {pr.default_tokens}" for name, pr in PRESETS.items() if name != _DEFAULT.preset)
     src.add_argument("--tokens", type=int, default=_DEFAULT.tokens,
                      help=f"prompt length in random token ids (default: {_PRESET.default_tokens}; {per_preset})")
-    src.add_argument("--prompt", default=_DEFAULT.prompt, help="prompt text (tokenizer of --model, else UTF-8 bytes)")
+    src.add_argument("--prompt", default=_DEFAULT.prompt, help="prompt text (tokenizer of --model, else Qwen3's own)")
     p.add_argument("--model", type=Path, default=_DEFAULT.model,
                    help="a local Qwen3 checkpoint folder (config.json + *.safetensors)")
     p.add_argument("--dtype", default=_DEFAULT.dtype, choices=DTYPE_NAMES)

