@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from annotate.trace.reference import MARGIN, Identifier, MathValue, PeerRun, TOLERANCE, separation
+from annotate.trace.reference import (MARGIN, TOKEN_FACTOR, TOLERANCE, CallContext, Identifier, MathValue, PeerRun,
+                                      call_context, separation)
 
 QWEN3 = "nanovllm/models/qwen3.py"
 
@@ -175,23 +176,89 @@ def test_the_prefilter_decides_exactly_as_the_full_comparison() -> None:
 
     peer, seen = _layered_peer(12, 16, 256)
     fast, full = Identifier(peer, prefilter_above=0), Identifier(peer, exhaustive=True)
+    contexts = [None] + [call_context(n, f"model.layers.{n}.{m}") for n in (1, 2) for m in ("input_layernorm", "mlp")]
     for t in seen:
-        assert repr(asdict(fast.identify(t))) == repr(asdict(full.identify(t)))   # repr: NaN == NaN
+        for ctx in contexts:
+            assert repr(asdict(fast.identify(t, ctx))) == repr(asdict(full.identify(t, ctx)))   # repr: NaN == NaN
     assert fast.compared < full.compared
+    many = fast.identify_many(seen, [contexts[1]] * len(seen))   # batched as `annotate trace` does
+    assert [repr(asdict(g)) for g in many] == [repr(asdict(full.identify(t, contexts[1]))) for t in seen]
+
+
+def _all_scores(ident: Identifier, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`t`'s score against every candidate of its shape (the full comparison) and the prefilter's bounds."""
+    pool = ident._pool(tuple(t.shape), t.dtype, t.device)
+    flats = ident._flats(pool, [t])
+    scored = ident._score_pairs(pool, flats, [(0, r) for r in range(len(pool.values))])
+    return torch.tensor([s.score for s in scored], dtype=torch.float64), ident._bounds(pool, flats)[0]
 
 
 def test_the_prefilter_bounds_never_exceed_the_distance() -> None:
-    """The fingerprint's bounds are lower bounds of the relative distance, for every candidate."""
-    from annotate.trace.reference import TOLERANCE as tol
-
+    """The prefilter's bounds are lower bounds of the score, for every candidate."""
     peer, seen = _layered_peer(6, 8, 128)
     ident = Identifier(peer)
     for t in seen[:-4]:
-        c = ident._stack(tuple(t.shape), torch.bfloat16)
-        flat = t.bfloat16().float().reshape(1, -1)
-        rel, bounds = ident._rels(c, flat, None), ident._bounds(c, flat)
-        assert bool((bounds <= rel).all()) and float(bounds.max()) > 0
-        assert ident._needed(rel.tolist(), tol["bfloat16"]) >= float(rel.min())
+        scores, bounds = _all_scores(ident, t)
+        assert bool((bounds <= scores).all()) and float(bounds.max()) > 0
+        assert ident._needed(scores.tolist()) >= float(scores.min())
+
+
+def test_a_candidate_that_differs_token_by_token_is_told_apart() -> None:
+    """Over the whole tensor one token of large norm decides; a candidate that agrees there but differs
+    by 30 % at every other token is within the whole-tensor tolerance (rule 1: ambiguous) and far by
+    its worst token (rule 2: a ≡ with the margin)."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(8, 64, generator=g)
+    x[0] *= 40.0
+    other = x.clone()
+    other[1:] *= 1.3
+    ident = Identifier(_ref({("x", 0): x.bfloat16(), ("x1", 0): other.bfloat16()}))
+    seen = (x * (1 + 0.003 * torch.randn(x.shape, generator=g))).bfloat16()
+    got = ident.identify(seen)
+    tol = TOLERANCE["bfloat16"]
+    assert got.status == "match" and [m.key for m in got.matches] == ["x"]
+    assert got.runner_up is not None and got.runner_up.key == "x1"
+    assert got.runner_up.rel < tol < got.runner_up.token_rel / TOKEN_FACTOR   # close over the tensor, not per token
+    assert got.margin is not None and got.margin >= MARGIN and got.matches[0].token_rel < tol
+
+
+def test_float32_candidates_are_compared_in_float32_with_the_runs_tolerance() -> None:
+    """A float32 mean of squares against the peer's float32 one: measured in float32 (rule 1 rounded both
+    to the peer's bf16), with the tolerance of the bf16 run its inputs came from."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, 32, generator=g)
+    ms = x.pow(2).mean(-1, keepdim=True)
+    ident = Identifier(_ref({("x", 0): x.bfloat16(), ("ms1", 0): ms}))
+    got = ident.identify(ms * (1 + 1e-4))
+    assert got.status == "match" and got.matches[0].dtype == "float32" and got.tolerance == TOLERANCE["bfloat16"]
+    assert 0 < got.matches[0].rel < 2e-4   # bf16 rounding alone would put it ~10× farther
+
+
+def _norm_peer() -> tuple[PeerRun, torch.Tensor]:
+    """mean(x²) of a deep layer's two norms as a 28-layer run has them: mean((x₁⁽¹⁹⁾)²) and mean((x⁽²⁰⁾)²)
+    2.4 % apart, and the value nano-vllm's input_layernorm of layer 20 computed (drift 0.5 %)."""
+    g = torch.Generator().manual_seed(6)
+    ms = 1 + torch.rand(16, 1, generator=g)
+    before = ms * (1 + 0.024 * torch.randn(16, 1, generator=g))
+    peer = _ref({("ms2", 19): before, ("ms1", 20): ms, ("x", 20): torch.randn(16, 8, generator=g).bfloat16()})
+    return peer, ms * (1 + 0.005 * torch.randn(16, 1, generator=g))
+
+
+def test_the_call_breaks_a_tie_among_its_own_candidates_only() -> None:
+    """The comparison alone leaves mean((x⁽²⁰⁾)²) and mean((x₁⁽¹⁹⁾)²) ambiguous; in input_layernorm of layer
+    20 only the first is a candidate, so the call decides (the other is kept in `outside`); in any other
+    call the ambiguity stays, and a call never pulls a tensor towards a candidate that is not its nearest."""
+    peer, seen = _norm_peer()
+    ident = Identifier(peer)
+    assert ident.identify(seen).status == "ambiguous"
+    got = ident.identify(seen, call_context(20, "model.layers.20.input_layernorm"))
+    assert got.status == "match" and [(m.key, m.layer) for m in got.matches] == [("ms1", 20)]
+    assert got.context == {"layer": 20, "norm": "1"} and [(m.key, m.layer) for m in got.outside] == [("ms2", 19)]
+    for other in (call_context(20, "model.layers.20.post_attention_layernorm"), call_context(19, "model.layers.19.mlp")):
+        assert ident.identify(seen, other).status == "ambiguous" and ident.identify(seen, other).context is None
+    far = peer.get("ms2", 19) * 1.001   # nearest: a candidate outside the call; stays what it is
+    assert ident.identify(far, call_context(20, "model.layers.20.input_layernorm")).matches[0].key == "ms2"
+    assert call_context(None, "model.norm") == CallContext(None, "f") and call_context(3, "model.layers.3").norm is None
 
 
 @pytest.mark.slow
@@ -239,8 +306,16 @@ def test_every_identity_and_margin_of_a_real_trace_is_the_exhaustive_one(fixture
             assert repr(asdict(g)) == repr(asdict(w)), key   # every field, distances included (repr: NaN == NaN)
         assert 0 < ident.compared < full.compared / 3
     prefilter = Identifier(peer, prefilter_above=0)
+    checked = 0
     for x in tensors:
-        prepared = prefilter._prepare(x)
-        if prepared is not None and prefilter._prefiltered(prepared[0], prepared[1]):
-            c, flat, _ = prepared
-            assert bool((prefilter._bounds(c, flat)[0] <= prefilter._rels(c, flat, None)).all())
+        if not x.is_floating_point() or tuple(x.shape) not in prefilter._shapes:
+            continue
+        pool = prefilter._pool(tuple(x.shape), x.dtype, x.device)
+        flats = prefilter._flats(pool, [x])
+        if prefilter._prefiltered(pool, flats[:, 0]):
+            bounds = prefilter._bounds(pool, flats)[0].tolist()
+            scores = prefilter._score_pairs(pool, flats, [(0, r) for r in range(len(pool.values))])
+            # a bound of the whole-tensor distance over the tolerance: never above the score it bounds
+            assert all(b <= s.score for b, s in zip(bounds, scores)), x.shape
+            checked += 1
+    assert checked

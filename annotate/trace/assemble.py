@@ -14,7 +14,7 @@ from annotate.trace.kernels import KernelCapture
 from annotate.trace.identity import storage_key
 from annotate.trace.numerics import distance, summarize
 from annotate.trace.recorder import RawRecord, Recorder
-from annotate.trace.reference import Identifier, PeerRun
+from annotate.trace.reference import Identifier, Identity, PeerRun, call_context
 from annotate.trace.schema import identity_label
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES
 
@@ -37,28 +37,39 @@ def _own(t: torch.Tensor) -> torch.Tensor:
     return t if whole else t.clone(memory_format=torch.contiguous_format)
 
 
+def _identity_payload(identity: Identity) -> dict[str, Any]:
+    """An identity as the trace stores it: `context` and `outside` only where the call's context decided."""
+    out = asdict(identity)
+    if out["context"] is None:
+        del out["context"], out["outside"]
+    return out
+
+
 class _PerCopy:
     """Summary, identity and tensor key worked out once per distinct copy, and who held it first.
     The identities of all copies are worked out together first (`Identifier.identify_many`: the
-    prefilter's products for many copies in one matrix product)."""
+    prefilter's products for many copies in one matrix product), once per copy and call context
+    (:func:`~annotate.trace.reference.call_context`: a copy held in two calls is decided in each)."""
 
     def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor], raws: list[RawRecord],
                  prefix: str = "") -> None:
         self.save, self.tensors, self.prefix = save, tensors, prefix
-        copies = {id(v.tensor): v.tensor for r in raws for v in r.vars}
-        self._identities = dict(zip(copies, ident.identify_many(list(copies.values()))))
-        self._done: dict[int, tuple[Any, dict[str, Any], str | None, dict[str, Any]]] = {}
+        copies = {(id(v.tensor), call_context(r.layer, r.module)): v.tensor for r in raws for v in r.vars}
+        found = ident.identify_many(list(copies.values()), [ctx for _, ctx in copies])
+        self._identities = {k: _identity_payload(i) for k, i in zip(copies, found)}
+        self._done: dict[int, tuple[Any, str | None, dict[str, Any]]] = {}
 
-    def __call__(self, rid: int, raw: Any) -> tuple[Any, dict[str, Any], str | None, dict[str, Any]]:
+    def __call__(self, rid: int, record: RawRecord,
+                 raw: Any) -> tuple[Any, dict[str, Any], str | None, dict[str, Any]]:
         hit = self._done.get(id(raw.tensor))
         if hit is None:
             key = None
             if self.save:   # the first record that holds this copy names it; later ones point to it
                 key = f"{self.prefix}r{rid}/{raw.name}"
                 self.tensors[key] = _own(raw.tensor.cpu())
-            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), asdict(self._identities[id(raw.tensor)]), key,
-                                                {"record": rid, "var": raw.name})
-        return hit
+            hit = self._done[id(raw.tensor)] = (summarize(raw.tensor), key, {"record": rid, "var": raw.name})
+        identity = self._identities[(id(raw.tensor), call_context(record.layer, record.module))]
+        return hit[0], identity, hit[1], hit[2]
 
 
 def _var_payload(rid: int, raw: Any, done: tuple[Any, dict[str, Any], str | None, dict[str, Any]],
@@ -87,7 +98,7 @@ def raw_records_payload(raws: list[RawRecord], ident: Identifier, save: bool,
     per_copy = _PerCopy(ident, save, tensors, raws, prefix)
     out = []
     for rid, r in enumerate(raws):
-        vars_ = [_var_payload(rid, v, per_copy(rid, v), r.aliases) for v in r.vars]
+        vars_ = [_var_payload(rid, v, per_copy(rid, r, v), r.aliases) for v in r.vars]
         out.append({"id": rid, "function": r.function, "file": r.file, "line": r.line, "end_line": r.end_line,
                     "kind": r.kind, "source": r.source, "layer": r.layer, "module": r.module, "call": r.call,
                     "hit": r.hit, "order": r.order, "vars": vars_,

@@ -22,7 +22,7 @@ from annotate.trace.freshness import TraceRequest, TraceResult, default_out, eff
 from annotate.trace.options import TraceOptions, check_options
 from annotate.trace.recorder import Recorder
 from annotate.trace.hf_lines import nano_index, summary as hf_summary
-from annotate.trace.reference import MARGIN, TOLERANCE, Identifier, run_reference
+from annotate.trace.reference import MARGIN, RULE, TOLERANCE, Identifier, run_reference
 
 @dataclass
 class RankHooks:
@@ -112,12 +112,14 @@ def _traced(req: TraceRequest, opts: TraceOptions, rt: runtime.Runtime, out: Pat
         ref = run_reference(rt.checkpoint, layers, rt.dtype, rt.device, rt.input_ids)
     with progress.step("identify", "matching every recorded tensor against the peer's variables"):
         save = req.full_tensors or assemble.total_bytes(rec.records) <= assemble.AUTO_SAVE_BYTES
-        records, tensors = assemble.records_payload(rec, Identifier(ref), save)
+        ident = Identifier(ref)   # one for nano-vllm's records and HF's lines: its candidate stacks are built once
+        records, tensors = assemble.records_payload(rec, ident, save)
         math = assemble.math_payload(ref, records, save, tensors)
         checks = assemble.checks_payload(rec)
-    with progress.step("hf lines", "HF transformers' own lines under the same recorder (eager, CPU)"):
+    with progress.step("hf lines", f"HF transformers' own lines under the same recorder (eager, {rt.device.type})"):
         # after identify: each HF row is measured against the nano-vllm tensor identified as its math variable
-        hf_lines = hf_summary(root, rt.checkpoint, layers, rt.dtype, rt.input_ids, ref, nano_index(records, rec.records))
+        hf_lines = hf_summary(root, rt.checkpoint, layers, rt.dtype, rt.input_ids, ref,
+                              nano_index(records, rec.records), ident)
     payload: dict[str, Any] = {
         "meta": _meta(opts, rt, rec, ref, key, compiled, while_recording, bool(torch.equal(plain, traced)),
                       save, progress.timings),
@@ -156,7 +158,8 @@ def _meta(opts: TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
                   "layers": int(rt.config["num_hidden_layers"]), "config": rt.config,
                   "loader_warnings": rt.loader_warnings},
         "seed": opts.seed,
-        "input": {"tokens": int(rt.input_ids.numel()), "source": rt.input_source, "ids": rt.input_ids.tolist()},
+        "input": {"tokens": int(rt.input_ids.numel()), "source": rt.input_source, "ids": rt.input_ids.tolist(),
+                  **({"text": rt.input_text} if rt.input_text is not None else {})},
         "attention": rt.attention,
         "triton_interpret": os.environ.get("TRITON_INTERPRET"),
         "versions": provenance.versions(),
@@ -166,7 +169,7 @@ def _meta(opts: TraceOptions, rt: runtime.Runtime, rec: Recorder, ref: Any,
                      "dynamo_while_recording": while_recording,
                      "recording_changed_output": not same},
         "reference": {"implementation": f"transformers Qwen3ForCausalLM ({ref.attn_implementation} attention)",
-                      "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE, "margin": MARGIN},
+                      "transformers": ref.transformers_version, "tolerance_rel_l2": TOLERANCE, "margin": MARGIN, "rule": RULE},
         "recorder": {"line_events": rec.backend, "compiled": native.STATE.active,
                      "copies_taken": rec.copies.taken, "copies_reused": rec.copies.reused,
                      "views_of_copies": rec.copies.derived},

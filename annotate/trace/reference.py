@@ -105,6 +105,7 @@ class Match:
     scale_ulps: float
     rel: float
     dtype: str
+    token_rel: float = 0.0   # the worst token's relative distance (rule 2; see TOKEN_FACTOR)
 
 
 @dataclass
@@ -113,7 +114,10 @@ class Identity:
     x₂⁽ℓ−1⁾), "ambiguous" (`matches`: candidates too close to tell apart, best first; no ≡), "no match"
     (`nearest` given) or "no candidate" (no peer of that shape). `runner_up` is the nearest candidate
     holding another value than the best, `margin` how clearly the best wins (see :data:`MARGIN`,
-    stored as `required`); None when there is no other candidate."""
+    stored as `required`), in scores (see `Identifier`); None when there is no other candidate.
+    `context`: the call (``{"layer", "norm"}``) among whose candidates the identity was decided, when
+    the comparison with all of them left an ambiguity (see :class:`CallContext`); `outside`: the
+    candidates that ambiguity listed from outside the call, set aside (else None and empty)."""
 
     status: str
     matches: list[Match] = field(default_factory=list)
@@ -122,6 +126,8 @@ class Identity:
     runner_up: Match | None = None
     margin: float | None = None
     required: float = MARGIN
+    context: dict[str, Any] | None = None
+    outside: list[Match] = field(default_factory=list)
 
 
 @dataclass
@@ -224,221 +230,398 @@ def separation(best_rel: float, runner_rel: float, tolerance: float) -> float:
     return runner_rel / max(best_rel, tolerance / MARGIN)
 
 
-#: candidates × elements up to which one vectorised comparison with every candidate costs no more than
-#: the prefilter's own steps (its float64 products, top-k and rounds); 0 runs it whatever the size.
-#: Measured with bench_trace.py: at the tiny shape's 4 layers (38 × 768) both cost alike (within the
-#: noise), at its 28 layers (254 × 768) the prefilter is the faster by ~10 %
+#: The identification rule a trace's identities were decided by, stored as ``meta.reference.rule``
+#: (a trace without it was decided by rule 1). Rule 1: relative L2 over the whole tensor, every
+#: candidate rounded to the dtype of the peer's first value (bf16 in a bf16 run, so float32 means of
+#: squares were compared in bf16), no call context. Rule 2 (this module): each candidate in its own
+#: compared dtype, the whole tensor and its worst token (:data:`TOKEN_FACTOR`), and the call's
+#: context breaking a tie the comparison leaves (:class:`CallContext`).
+RULE = 2
+
+#: The second criterion of a comparison: the worst token's relative distance
+#: max_i ‖t_i − c_i‖ / ‖c_i‖ (i: the first axis, the tokens) is held to TOKEN_FACTOR × the tolerance.
+#: Over the whole tensor the tokens of large norm decide; per token, a candidate that differs clearly at
+#: some tokens is told apart even when it agrees over the tensor. Measured on a 28-layer bf16 trace of
+#: the tiny shape (32 tokens, generated checkpoint): right identities' worst token ≤ 2.7 × their
+#: whole-tensor distance and ≤ 0.048 in all (MLP(·) of layer 27), 2.6 × inside 2 × 2⁻⁴.
+TOKEN_FACTOR = 2.0
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """The call a tensor was recorded in: its decoder layer (None outside the layers) and which of the
+    peer's norms the call is (``"1"`` input_layernorm, ``"2"`` post_attention_layernorm, ``"f"`` the
+    final norm; None outside a norm).
+
+    It restricts, never decides: candidates in context are the layer's own and the previous layer's
+    values (a layer's norm completes the previous layer's x₂), and a norm's steps (mean(v²), v/RMS(v))
+    only inside that norm's call. Only when the comparison with every candidate leaves an ambiguity
+    whose best candidate is in context is the identity decided again among the in-context candidates,
+    by the same tolerance and margin; the candidates set aside are kept (``Identity.outside``). A
+    tensor whose nearest candidate lies outside its call keeps the decision among all candidates."""
+
+    layer: int | None
+    norm: str | None
+
+
+_NORM_MODULES = {"input_layernorm": "1", "post_attention_layernorm": "2"}
+
+
+def call_context(layer: int | None, module: str | None) -> CallContext:
+    """The context of a record in `module` (``model.layers.3.input_layernorm``) at `layer`."""
+    tail = (module or "").rsplit(".", 1)[-1]
+    return CallContext(layer, _NORM_MODULES.get(tail) or ("f" if module == "model.norm" else None))
+
+
+def _norm_step(key: str) -> str | None:
+    """Which norm a variable is a step of (``ms2`` → ``"2"``), None when it is no norm's step."""
+    for prefix in ("ms", "xhat"):
+        if key.startswith(prefix):
+            return key[len(prefix):]
+    return None
+
+
+def in_context(value: MathValue, ctx: CallContext) -> bool:
+    """Whether a peer variable belongs to the call `ctx` (see :class:`CallContext`)."""
+    step = _norm_step(value.key)
+    if step is not None:
+        return step == ctx.norm and (ctx.layer is None or value.layer == ctx.layer)
+    return ctx.layer is None or value.layer in (ctx.layer - 1, ctx.layer)
+
+
+#: candidates × elements up to which every candidate is compared in full (no prefilter): below it the
+#: prefilter's own steps cost about as much as the comparisons they save; 0 prefilters whatever the size
 _WHOLE_STACK = 1 << 13
 
 #: candidates compared in full first (the nearest by bound), to bound what the decision reads
 _CHUNK = 4
 
 #: the prefilter's lower bounds are shrunk by this much before they rule a candidate out, so that
-#: the float32 rounding of the full comparison (cascade sums: ~1e-6 relative) can never make a
-#: candidate nearer than its bound says
+#: the rounding of the full comparison can never make a candidate nearer than its bound says
 _BOUND_SLACK = 1e-3
 
 #: float64's unit roundoff: the products' rounding error is bounded with it (see `Identifier._bounds`)
 _UNIT_ROUNDOFF = 2.0 ** -53
 
-#: recorded elements (tensors × elements each) whose prefilter products `identify_many` makes in one
-#: matrix product (float64: 32 MiB)
+#: recorded elements (tensors × elements each) identified in one batch (the prefilter's products in one
+#: matrix product, the full comparisons of a round in one pass)
 _BATCH_ELEMENTS = 1 << 22
+
+#: elements of the pairwise differences one full-comparison pass holds at a time
+_PAIR_ELEMENTS = 1 << 23
 
 
 @dataclass
-class _Candidates:
-    """All peer values of one shape, rounded to one dtype and flattened: the full stack and each
-    candidate's norm (float32, as the full comparison reads them), and for the prefilter the same
-    stack in float64 with its squared norms, computed once per stack rather than once per pair."""
+class _Pool:
+    """Every peer value of one shape, as recorded tensors of one dtype are compared with it: row r is
+    candidate r rounded to its compared dtype (the coarser of the two), as float32 on the identifier's
+    device, with its tolerance, its L2 norm and its tokens' norms; for the prefilter the same rows in
+    float64 with their squared norms. Built once per (shape, recorded dtype)."""
 
-    stack: torch.Tensor
     values: list[MathValue]
-    norms: torch.Tensor
+    dtypes: list[torch.dtype]        # the distinct compared dtypes
+    row_dtype: torch.Tensor          # per row: index into `dtypes`
+    tols: torch.Tensor               # per row: tolerance (float64)
+    stack: torch.Tensor              # rows × elements, float32
+    norms: torch.Tensor              # rows, float64
+    token_norms: torch.Tensor        # rows × tokens, float64
     stack64: torch.Tensor
     squares64: torch.Tensor
+    tokens: int
+    device: torch.device
+
+    def equal(self, a: int, b: int) -> bool:
+        """Whether rows `a` and `b` hold the very same values in the very same dtype."""
+        return self.dtypes[int(self.row_dtype[a])] == self.dtypes[int(self.row_dtype[b])] and \
+            torch.equal(self.stack[a], self.stack[b])
+
+
+@dataclass
+class _Scored:
+    """What the full comparison of one recorded tensor with one candidate found."""
+
+    score: float      # max(rel, token_rel / TOKEN_FACTOR) / tolerance: ≤ 1 within tolerance
+    rel: float        # ‖t − c‖ / ‖c‖ in the compared dtype
+    token_rel: float  # max over tokens of ‖t_i − c_i‖ / ‖c_i‖
+
+
+def _ratio(dist: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+    """dist / norm, 0 where both are 0 and inf where only the norm is."""
+    safe = torch.where(norm > 0, dist / norm.clamp_min(1e-300), torch.where(dist > 0, torch.inf, 0.0))
+    return torch.nan_to_num(safe, nan=torch.inf)
+
+
+def _tokens(shape: tuple[int, ...]) -> int:
+    """Tokens of a recorded shape: its first axis (a tensor of fewer than two axes is one token)."""
+    return shape[0] if len(shape) >= 2 else 1
 
 
 class Identifier:
     """Compares recorded tensors with every peer variable of the same shape.
 
-    A recorded tensor t is compared in full only with the candidates that could matter. For every
-    candidate c, ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖² in float64 (one matrix product for a batch of
-    same-shaped tensors and the whole stack, :meth:`identify_many`; the inputs are float32 values,
-    exact in float64) gives ‖t − c‖ up to a rounding error that is bounded, so a sure lower bound of
-    the relative distance. Candidates are compared in full in the order of that bound until the
-    bound of every other one exceeds everything the decision reads (the best, the runner-up, and,
-    when the best is within tolerance, every value inside the ambiguity band); the rest could not
-    change it. So a tensor is compared in full with a few candidates whatever the depth (the
-    products cost a multiply-add per element and candidate, with no temporary copy of the stack),
-    and identification is linear in layers. The distances an identity reports convert each
-    candidate once (:class:`~annotate.trace.numerics.Side`), not once per pair. ``exhaustive``
-    compares with every candidate (the unfiltered path, kept to test that both decide alike)."""
+    A comparison measures the recorded tensor t against a candidate c in their coarser dtype (a float32
+    mean of squares against the peer's float32 one, a bf16 residual against its bf16 one) by two
+    relative distances: over the whole tensor, ‖t − c‖/‖c‖, and at the worst token (:data:`TOKEN_FACTOR`);
+    its *score* is the larger of the two, each over what it may be, so score ≤ 1 is "within tolerance".
+    The decision (:meth:`identify`) reads scores only: a ≡ needs the best within tolerance and the
+    nearest other value MARGIN times as far (the best counted at no less than 1/MARGIN).
 
-    def __init__(self, reference: PeerRun, exhaustive: bool = False, prefilter_above: int | None = None) -> None:
+    The tolerance is that of the coarser of the compared dtype and the run's (the peer's coarsest) dtype.
+    A float32 value of a bf16 run is computed from bf16 inputs, and those agree only to within the
+    rounding both frameworks do at different places: nano-vllm's add_rms_forward normalises the
+    unrounded float32 sum where HF normalises the bf16-rounded residual, and the residuals already
+    differ by 1–3 ulp from layer 0 (attention). Measured on the 28-layer tiny trace: x/RMS(x) (float32)
+    sits at rel ≤ 0.018 from its peer, as far as x itself (bf16); mean(x²) (float32) at ≤ 0.0061
+    (0.0016 on the H200's 28 × 512 run). Only layer 0's first norm has the very same bf16 input in both
+    (measured distance 0): a float32 tolerance (2⁻¹²) there would hold, but would refuse every later
+    float32 value, so a bf16 run keeps 2⁻⁴ for its float32 values too. What tells mean((x₁⁽¹⁹⁾)²) from
+    mean((x⁽²⁰⁾)²) (rel 0.024 apart, 4.9 × the drift on the tiny shape) is then the call's context
+    (:class:`CallContext`), the last step of the decision.
+
+    Speed: candidates are compared in full only where they could matter. For every candidate,
+    ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖² in float64 (one matrix product for a batch of same-shaped tensors
+    and all candidates; the float32 inputs are exact in float64) gives a sure lower bound of the
+    whole-tensor distance, hence of the score. Candidates are compared in full in the order of that
+    bound until the bound of every other one exceeds everything the decision reads (the best, the
+    runner-up, and, when the best is within tolerance, every score inside the ambiguity band); the
+    full comparisons of a batch run together, in rounds. Everything runs on `device` (the trace's).
+    ``exhaustive`` compares with every candidate (the unfiltered path, kept to test that both decide
+    alike)."""
+
+    def __init__(self, reference: PeerRun, exhaustive: bool = False, prefilter_above: int | None = None,
+                 device: torch.device | str | None = None) -> None:
         """``prefilter_above``: candidates × elements above which the prefilter runs (default
-        :data:`_WHOLE_STACK`; 0: always, as the tests and the bench force it)."""
+        :data:`_WHOLE_STACK`; 0: always, as the tests force it). ``device``: where comparisons run (default:
+        the device of the recorded tensors, i.e. the trace's)."""
         self.values = reference.values
         self.exhaustive = exhaustive
         self.prefilter_above = _WHOLE_STACK if prefilter_above is None else prefilter_above
+        self.device = None if device is None else torch.device(device)
+        self.run_dtype = torch.float32
+        for v in self.values:
+            self.run_dtype = coarser(self.run_dtype, v.tensor.dtype)
         self._shapes = {tuple(v.tensor.shape) for v in self.values}
-        self._stacks: dict[tuple[tuple[int, ...], torch.dtype], _Candidates] = {}
+        self._pools: dict[tuple[tuple[int, ...], torch.dtype, torch.device], _Pool] = {}
         self._sides: dict[tuple[int, torch.dtype], Side] = {}   # (id of a candidate, dtype) → its side
         self.compared = 0   # full comparisons made so far (the bench and tests read it)
 
-    def _stack(self, shape: tuple[int, ...], dtype: torch.dtype) -> _Candidates:
-        """All candidates of one shape, rounded to `dtype`, stacked (for one vectorised comparison)."""
-        key = (shape, dtype)
-        if key not in self._stacks:
+    def tolerance(self, dtype: torch.dtype) -> float:
+        """The tolerance of a comparison in `dtype` (see the class: never finer than the run's dtype)."""
+        return TOLERANCE[str(coarser(dtype, self.run_dtype)).removeprefix("torch.")]
+
+    def _pool(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> _Pool:
+        """All candidates of one shape as recorded tensors of `dtype` are compared with them, on `device`."""
+        key = (shape, dtype, device)
+        if key not in self._pools:
             cands = [v for v in self.values if tuple(v.tensor.shape) == shape]
-            stack = torch.stack([v.tensor.to(dtype).float().reshape(-1) for v in cands])
+            compared = [coarser(dtype, v.tensor.dtype) for v in cands]
+            dtypes = sorted(set(compared), key=str)
+            stack = torch.stack([v.tensor.to(device, d).float().reshape(-1) for v, d in zip(cands, compared)])
             stack64 = stack.double()
-            self._stacks[key] = _Candidates(stack, cands, torch.linalg.vector_norm(stack, dim=1),
-                                            stack64, (stack64 * stack64).sum(dim=1))
-        return self._stacks[key]
+            tokens = _tokens(shape)
+            self._pools[key] = _Pool(
+                cands, dtypes, torch.tensor([dtypes.index(d) for d in compared], device=device),
+                torch.tensor([self.tolerance(d) for d in compared], dtype=torch.float64, device=device),
+                stack, torch.linalg.vector_norm(stack64, dim=1),
+                torch.linalg.vector_norm(stack64.reshape(len(cands), tokens, -1), dim=2),
+                stack64, (stack64 * stack64).sum(dim=1), tokens, device)
+        return self._pools[key]
 
-    @staticmethod
-    def _rels(c: _Candidates, flat: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        """‖c − t‖ / ‖c‖ for the given rows (all when None), as the unfiltered comparison computes it."""
-        stack, norms = (c.stack, c.norms) if rows is None else (c.stack[rows], c.norms[rows])
-        diff = torch.linalg.vector_norm(stack - flat, dim=1)
-        rel = torch.where(norms > 0, diff / norms.clamp_min(1e-30), diff * float("inf"))
-        return torch.nan_to_num(rel, nan=0.0)
+    def _flats(self, pool: _Pool, tensors: list[torch.Tensor]) -> torch.Tensor:
+        """The recorded tensors in each compared dtype of `pool`: dtypes × tensors × elements, float32."""
+        return torch.stack([torch.stack([t.detach().to(pool.device, d).float().reshape(-1) for t in tensors])
+                            for d in pool.dtypes])
 
-    @staticmethod
-    def _bounds(c: _Candidates, flats: torch.Tensor) -> torch.Tensor:
-        """Lower bounds of the relative distance of each of the m flattened tensors `flats` (m × elements,
-        float32 values) to each candidate: m × candidates (0 where none can be given).
+    def _score_pairs(self, pool: _Pool, flats: torch.Tensor, pairs: list[tuple[int, int]]) -> list[_Scored]:
+        """The full comparison of each (tensor, row) pair, many pairs in one pass. The distances are
+        summed in float64 and then rounded to float32, so that a pair's result does not depend on which
+        other pairs share its pass."""
+        out: list[_Scored] = []
+        n = pool.stack.shape[1]
+        step = max(1, _PAIR_ELEMENTS // max(n, 1))
+        for start in range(0, len(pairs), step):
+            chunk = pairs[start:start + step]
+            idx = torch.tensor([i for i, _ in chunk], device=pool.device)
+            rows = torch.tensor([r for _, r in chunk], device=pool.device)
+            diff = (flats[pool.row_dtype[rows], idx] - pool.stack[rows]).reshape(len(chunk), pool.tokens, -1)
+            per_token = torch.linalg.vector_norm(diff, dim=2, dtype=torch.float64)
+            whole = per_token.square().sum(dim=1).sqrt()
+            rel = _ratio(whole, pool.norms[rows]).float().double()
+            token_rel = _ratio(per_token, pool.token_norms[rows]).amax(dim=1).float().double()
+            score = (torch.maximum(rel, token_rel / TOKEN_FACTOR) / pool.tols[rows]).float()
+            out += [_Scored(s, r, tr) for s, r, tr in zip(score.tolist(), rel.tolist(), token_rel.tolist())]
+        self.compared += len(pairs)
+        return out
+
+    def _bounds(self, pool: _Pool, flats: torch.Tensor) -> torch.Tensor:
+        """Lower bounds of the score of each of the m tensors in `flats` (dtypes × m × elements) against
+        each candidate: m × rows, float64 (0 where none can be given).
 
         ‖t − c‖² = ‖t‖² − 2⟨t, c⟩ + ‖c‖², each term a float64 sum of n exact products (float32 × float32
         fits float64's mantissa): its rounding error is at most γ = (n + 4)·u·(‖t‖ + ‖c‖)² in all (u:
         float64's unit roundoff; the standard bound for n-term sums, plus the three operations that
         combine them), doubled here for good measure; so ‖t − c‖ ≥ √max(0, computed − 2γ). Shrunk by
-        :data:`_BOUND_SLACK` on top. One matrix product for all m tensors and all candidates."""
-        t = flats.double()
-        tt = (t * t).sum(dim=1, keepdim=True)
-        gamma = 2 * (t.shape[1] + 4) * _UNIT_ROUNDOFF * (tt.sqrt() + c.squares64.sqrt()) ** 2
-        lower = (tt - 2 * (t @ c.stack64.T) + c.squares64 - gamma).clamp_min(0).sqrt()
-        bound = (lower * (1 - _BOUND_SLACK) / c.norms.double().clamp_min(1e-30)).float()
-        return torch.where(torch.isfinite(bound) & (c.norms > 0), bound, torch.zeros_like(bound))
+        :data:`_BOUND_SLACK` on top, divided by ‖c‖ and the row's tolerance (the score is at least the
+        whole-tensor distance over the tolerance). One matrix product per compared dtype."""
+        t = flats.double()                                    # dtypes × m × n
+        tt = (t * t).sum(dim=2)                               # dtypes × m
+        shape = (t.shape[1], len(pool.values))
+        dots = torch.empty(shape, dtype=torch.float64, device=pool.device)   # ⟨t, c⟩ in each row's dtype
+        tt_r = torch.empty(shape, dtype=torch.float64, device=pool.device)   # ‖t‖² in each row's dtype
+        for d in range(len(pool.dtypes)):
+            cols = (pool.row_dtype == d).nonzero().flatten()
+            dots[:, cols] = t[d] @ pool.stack64[cols].T
+            tt_r[:, cols] = tt[d][:, None]
+        gamma = 2 * (t.shape[2] + 4) * _UNIT_ROUNDOFF * (tt_r.sqrt() + pool.squares64.sqrt()) ** 2
+        lower = (tt_r - 2 * dots + pool.squares64 - gamma).clamp_min(0).sqrt()
+        bound = lower * (1 - _BOUND_SLACK) / pool.norms.clamp_min(1e-300) / pool.tols
+        return torch.where(torch.isfinite(bound) & (pool.norms > 0), bound, torch.zeros_like(bound))
 
     @staticmethod
-    def _needed(rel: list[float], tol: float) -> float:
-        """The largest distance the decision reads, from the distances known so far: the nearest
-        value farther than the best (≥ the runner-up's), and when the best is within tolerance
-        (a ≡ or an ambiguity) also the tolerance and MARGIN × the best (the ambiguity band).
-        Infinite while every known candidate is as near as the best. Knowing more candidates never
-        changes it when each of them is farther than it (see `_compare`). (Every value here is a
-        float32 one, so comparing in Python decides as comparing float32 tensors would.)"""
-        best = min(rel)
-        farther = [r for r in rel if r != best]
+    def _needed(scores: list[float]) -> float:
+        """The largest score the decision reads, from the scores known so far: the nearest value farther
+        than the best (≥ the runner-up's), and when the best is within tolerance (a ≡ or an ambiguity)
+        also 1 (the tolerance) and MARGIN × the best (the ambiguity band). Infinite while every known
+        candidate is as near as the best. Knowing more candidates never changes it when each of them is
+        farther than it. (Every score is a float32 value, so comparing in Python decides as float32 would.)"""
+        best = min(scores)
+        farther = [s for s in scores if s != best]
         if not farther:
             return float("inf")
-        if best > tol:   # no match: the nearest and the runner-up are all it reports
+        if best > 1.0:   # no match: the nearest and the runner-up are all it reports
             return min(farther)
-        return max(min(farther), tol, MARGIN * best)
+        return max(min(farther), 1.0, MARGIN * best)
 
-    def _prefiltered(self, c: _Candidates, flat: torch.Tensor) -> bool:
-        """Whether `flat` is compared through the prefilter (else with every candidate, in one go)."""
-        return not self.exhaustive and len(c.values) * c.stack.shape[1] > self.prefilter_above \
+    def _prefiltered(self, pool: _Pool, flat: torch.Tensor) -> bool:
+        """Whether a tensor (`flat`: its images) is compared through the prefilter (else with every candidate)."""
+        return not self.exhaustive and len(pool.values) * pool.stack.shape[1] > self.prefilter_above \
             and bool(torch.isfinite(flat).all())
 
-    def _compare(self, c: _Candidates, flat: torch.Tensor, tol: float,
-                 bounds: tuple[torch.Tensor, list[int]] | None) -> dict[int, float]:
-        """Relative distances of every candidate that can matter to the decision (see the class):
-        those within :meth:`_needed` of the nearest. `bounds`: the prefilter's, when it runs, and
-        the candidates with the :data:`_CHUNK` smallest.
+    def _compare(self, pool: _Pool, flats: torch.Tensor, allowed: list[list[bool] | None],
+                 known: list[dict[int, _Scored]]) -> list[dict[int, _Scored]]:
+        """Scores of every allowed candidate that can matter to each tensor's decision: those within
+        :meth:`_needed` of the nearest (`allowed[i]`: per row, whether tensor i may be compared with it,
+        None: all; `known`: comparisons already made, reused). A prefiltered tensor is compared first with
+        the :data:`_CHUNK` nearest by bound, then with every allowed row whose bound is within what its
+        decision reads of those known, again until none is: every row not compared is then farther than
+        that, so the decision is the exhaustive one. All tensors' comparisons of a round run in one pass."""
+        m, rows = flats.shape[1], len(pool.values)
+        masks = [[True] * rows if a is None else a for a in allowed]
+        chosen = [i for i in range(m) if self._prefiltered(pool, flats[:, i])]
+        pending: dict[int, list[int]] = {i: [r for r in range(rows) if masks[i][r]] for i in range(m) if i not in chosen}
+        bounds: dict[int, torch.Tensor] = {}
+        if chosen:
+            matrix = self._bounds(pool, flats[:, chosen])
+            matrix = torch.where(torch.tensor([masks[i] for i in chosen], device=pool.device), matrix, torch.inf)
+            nearest = torch.topk(matrix, min(_CHUNK, rows), dim=1, largest=False).indices.tolist()
+            for i, row, near in zip(chosen, matrix, nearest):
+                bounds[i] = row
+                pending[i] = [r for r in near if masks[i][r]]
+        while pending:
+            pairs = [(i, r) for i, rs in pending.items() for r in rs if r not in known[i]]
+            for (i, r), s in zip(pairs, self._score_pairs(pool, flats, pairs)):
+                known[i][r] = s
+            pending = {}
+            for i in chosen:
+                needed = self._needed([s.score for r, s in known[i].items() if masks[i][r]])
+                more = [r for r in (bounds[i] <= needed).nonzero().flatten().tolist() if r not in known[i]]
+                if more:
+                    pending[i] = more
+        out = []
+        for i in range(m):
+            mine = {r: s for r, s in known[i].items() if masks[i][r]}
+            needed = self._needed([s.score for s in mine.values()])
+            out.append({r: s for r, s in mine.items() if s.score <= needed})
+        return out
 
-        With the prefilter: those nearest few by bound first, then every candidate whose bound is
-        within what the decision reads of those known, again until none is. Then every candidate
-        not compared is farther than that distance, so the best, the runner-up and the distance
-        itself are those of all candidates, and the decision is the exhaustive one."""
-        if bounds is None:
-            rows, rel = list(range(len(c.values))), self._rels(c, flat, None).tolist()
-        else:
-            row_bounds, rows = bounds
-            rel = self._rels(c, flat, torch.tensor(rows)).tolist()
-            while True:
-                known = set(rows)
-                near = [i for i in (row_bounds <= self._needed(rel, tol)).nonzero().flatten().tolist() if i not in known]
-                if not near:
-                    break
-                rows, rel = rows + near, rel + self._rels(c, flat, torch.tensor(near)).tolist()
-        self.compared += len(rows)
-        needed = self._needed(rel, tol)
-        return {i: r for i, r in zip(rows, rel) if r <= needed}
-
-    def identify(self, t: torch.Tensor) -> Identity:
+    def identify(self, t: torch.Tensor, context: CallContext | None = None) -> Identity:
         """What `t` equals: a ≡ (best within tolerance, every other value clearly farther), ambiguous
-        (another value about as close: all listed), no match (the nearest given) or no candidate."""
-        return self.identify_many([t])[0]
+        (another value about as close: all listed), no match (the nearest given) or no candidate.
+        `context`: the call `t` was recorded in (see :class:`CallContext`)."""
+        return self.identify_many([t], [context])[0]
 
-    def identify_many(self, tensors: list[torch.Tensor]) -> list[Identity]:
-        """:meth:`identify` of each tensor, the prefilter's products for many tensors of one shape in
-        one matrix product (up to :data:`_BATCH_ELEMENTS` recorded elements at a time)."""
-        out: list[Identity] = []
-        batch: list[torch.Tensor] = []
-        elements = 0
-        for t in tensors:
-            if batch and elements + t.numel() > _BATCH_ELEMENTS:
-                out += self._identify_batch(batch)
-                batch, elements = [], 0
-            batch.append(t)
-            elements += t.numel()
-        return out + self._identify_batch(batch)
+    def identify_many(self, tensors: list[torch.Tensor],
+                      contexts: list[CallContext | None] | None = None) -> list[Identity]:
+        """:meth:`identify` of each tensor (with `contexts[i]`, when given), tensors of one shape and dtype
+        together: the prefilter's products in one matrix product, the full comparisons in rounds
+        (up to :data:`_BATCH_ELEMENTS` recorded elements at a time)."""
+        ctxs = list(contexts) if contexts is not None else [None] * len(tensors)
+        out: list[Identity | None] = [None] * len(tensors)
+        groups: dict[tuple[tuple[int, ...], torch.dtype, torch.device], list[int]] = {}
+        for i, t in enumerate(tensors):
+            shape = tuple(t.shape)
+            if not t.is_floating_point() or shape not in self._shapes:
+                out[i] = Identity("no candidate")
+            else:
+                groups.setdefault((shape, t.dtype, self.device or t.device), []).append(i)
+        for (shape, dtype, device), members in groups.items():
+            per = max(1, _BATCH_ELEMENTS // max(1, tensors[members[0]].numel()))
+            for start in range(0, len(members), per):
+                batch = members[start:start + per]
+                found = self._identify_batch(self._pool(shape, dtype, device), [tensors[i] for i in batch],
+                                             [ctxs[i] for i in batch])
+                for i, identity in zip(batch, found):
+                    out[i] = identity
+        return [o if o is not None else Identity("no candidate") for o in out]
 
-    def _identify_batch(self, tensors: list[torch.Tensor]) -> list[Identity]:
-        prepared = [self._prepare(t) for t in tensors]
-        groups: dict[int, list[int]] = {}   # id of a candidate stack → the tensors it prefilters
-        for i, p in enumerate(prepared):
-            if p is not None and self._prefiltered(p[0], p[1]):
-                groups.setdefault(id(p[0]), []).append(i)
-        bounds: dict[int, tuple[torch.Tensor, list[int]]] = {}
-        for members in groups.values():
-            parts = [p for p in (prepared[i] for i in members) if p is not None]
-            matrix = self._bounds(parts[0][0], torch.cat([p[1] for p in parts]))
-            nearest = torch.topk(matrix, min(_CHUNK, matrix.shape[1]), dim=1, largest=False).indices
-            bounds.update(zip(members, zip(matrix, nearest.tolist())))
-        return [Identity("no candidate") if p is None else self._decide(t, *p, bounds.get(i))
-                for i, (t, p) in enumerate(zip(tensors, prepared))]
-
-    def _prepare(self, t: torch.Tensor) -> tuple[_Candidates, torch.Tensor, float] | None:
-        """The candidates of `t`'s shape in the compared dtype, `t` flattened in it (1 × elements,
-        float32), and the tolerance; None when there is no candidate."""
-        shape = tuple(t.shape)
-        if not t.is_floating_point() or shape not in self._shapes:
-            return None
-        dtype = coarser(t.dtype, self.values[0].tensor.dtype)
-        flat = t.detach().to("cpu", dtype).float().reshape(1, -1)
-        return self._stack(shape, dtype), flat, TOLERANCE[str(dtype).removeprefix("torch.")]
-
-    def _decide(self, t: torch.Tensor, c: _Candidates, flat: torch.Tensor, tol: float,
-                bounds: tuple[torch.Tensor, list[int]] | None) -> Identity:
-        """`t`'s identity among the candidates `c` (see :meth:`identify`)."""
-        cands, stack = c.values, c.stack
-        rels = self._compare(c, flat, tol, bounds)
-        order = sorted(sorted(rels), key=lambda i: (rels[i], _PREFERENCE.get(cands[i].key, 1)))
-        best = order[0]
-        same = [i for i in order if i == best or (one_tensor(cands[i], cands[best]) and torch.equal(stack[i], stack[best]))]
-        others = [i for i in order if i not in same]
-        runner = others[0] if others else None
-        margin = None if runner is None else separation(rels[best], rels[runner], tol)
-        sides: dict[torch.dtype, Side] = {}   # t in each dtype it is measured in, converted once
-        found = Identity("no match", tolerance=tol, margin=margin,
-                         runner_up=None if runner is None else self._match(t, cands[runner], sides))
-        if rels[best] > tol:
-            found.nearest = self._match(t, cands[best], sides)
-        elif margin is None or margin >= MARGIN:
-            found.status, found.matches = "match", [self._match(t, cands[i], sides) for i in same]
-        else:   # the best and every value about as close: within tolerance or within the margin of the best
-            close = max(tol, MARGIN * rels[best])
-            found.status = "ambiguous"
-            found.matches = [self._match(t, cands[i], sides) for i in order if rels[i] <= close]
+    def _identify_batch(self, pool: _Pool, tensors: list[torch.Tensor],
+                        ctxs: list[CallContext | None]) -> list[Identity]:
+        """Identities of tensors of one pool: the decision among all candidates, then, where it leaves an
+        ambiguity whose best is in the tensor's context, among the in-context candidates."""
+        flats = self._flats(pool, tensors)
+        known: list[dict[int, _Scored]] = [{} for _ in tensors]
+        scored = self._compare(pool, flats, [None] * len(tensors), known)
+        found = [self._decide(t, pool, s) for t, s in zip(tensors, scored)]
+        again = [i for i, (f, c) in enumerate(zip(found, ctxs)) if c is not None and f.status == "ambiguous"
+                 and in_context(pool.values[self._order(pool, scored[i])[0]], c)]
+        if again:
+            masks: list[list[bool] | None] = [[in_context(v, c) for v in pool.values]
+                                              for c in (ctxs[i] for i in again) if c is not None]
+            rescored = self._compare(pool, flats[:, again], masks, [known[i] for i in again])
+            for i, s in zip(again, rescored):
+                ctx = ctxs[i]
+                assert ctx is not None
+                before = found[i]
+                found[i] = self._decide(tensors[i], pool, s)
+                found[i].context = {"layer": ctx.layer, "norm": ctx.norm}
+                found[i].outside = [m for m in before.matches if not in_context(self._value(m), ctx)]
         return found
 
-    def _match(self, t: torch.Tensor, cand: MathValue, sides: dict[torch.dtype, Side]) -> Match:
+    def _value(self, m: Match) -> MathValue:
+        return next(v for v in self.values if v.key == m.key and v.layer == m.layer)
+
+    @staticmethod
+    def _order(pool: _Pool, scored: dict[int, _Scored]) -> list[int]:
+        """Rows by score, ties broken by :data:`_PREFERENCE` and then by row."""
+        return sorted(sorted(scored), key=lambda r: (scored[r].score, _PREFERENCE.get(pool.values[r].key, 1)))
+
+    def _decide(self, t: torch.Tensor, pool: _Pool, scored: dict[int, _Scored]) -> Identity:
+        """`t`'s identity from the scores of the candidates that matter (see :meth:`identify`)."""
+        cands = pool.values
+        order = self._order(pool, scored)
+        best = order[0]
+        same = [r for r in order if r == best or (one_tensor(cands[r], cands[best]) and pool.equal(r, best))]
+        others = [r for r in order if r not in same]
+        runner = others[0] if others else None
+        margin = None if runner is None else separation(scored[best].score, scored[runner].score, 1.0)
+        tol = float(pool.tols[best])
+        sides: dict[torch.dtype, Side] = {}   # t in each dtype it is measured in, converted once
+        found = Identity("no match", tolerance=tol, margin=margin,
+                         runner_up=None if runner is None else self._match(t, cands[runner], sides, scored[runner]))
+        if scored[best].score > 1.0:
+            found.nearest = self._match(t, cands[best], sides, scored[best])
+        elif margin is None or margin >= MARGIN:
+            found.status, found.matches = "match", [self._match(t, cands[r], sides, scored[r]) for r in same]
+        else:   # the best and every value about as close: within tolerance or within the margin of the best
+            close = max(1.0, MARGIN * scored[best].score)
+            found.status = "ambiguous"
+            found.matches = [self._match(t, cands[r], sides, scored[r]) for r in order if scored[r].score <= close]
+        return found
+
+    def _match(self, t: torch.Tensor, cand: MathValue, sides: dict[torch.dtype, Side], scored: _Scored) -> Match:
         """`t` against one candidate (:func:`~annotate.trace.numerics.distance`), each side converted
-        once: `t`'s in `sides`, the candidate's for the whole identification."""
+        once: `t`'s in `sides`, the candidate's for the whole identification; `token_rel` from the
+        comparison that decided."""
         dtype = coarser(t.dtype, cand.tensor.dtype)
         if dtype not in sides:
             sides[dtype] = Side(t, dtype)
@@ -446,4 +629,5 @@ class Identifier:
         if key not in self._sides:
             self._sides[key] = Side(cand.tensor, dtype)
         d = side_distance(sides[dtype], self._sides[key])
-        return Match(cand.key, cand.layer, cand.label, cand.latex, d.max_abs, d.max_ulps, d.scale_ulps, d.rel, d.dtype)
+        return Match(cand.key, cand.layer, cand.label, cand.latex, d.max_abs, d.max_ulps, d.scale_ulps, d.rel, d.dtype,
+                     scored.token_rel)
