@@ -45,13 +45,17 @@ vendor: install
 
 ## trace: the default bf16 trace (traces/cpu) the panels show, with its tensors (35 MB, git-ignored: the
 ## diagrams page draws one recorded token at H = 1024 from them), a float32 one (the aliasing hazard on the
-## numerics page), a tiny bf16 one with full tensors (element-wise numerics) and the tiny one on 2 tensor-parallel
-## ranks (gloo, 2 processes: the 张量并行 page and the rank switch); each re-runs only when stale
+## numerics page), a tiny bf16 one with full tensors (element-wise numerics), the tiny one on 2 tensor-parallel
+## ranks (gloo, 2 processes: the 张量并行 page and the rank switch) and the whole depth of the 0.6B shape
+## (28 layers × FULL_DEPTH_TOKENS tokens, git-ignored like the others: the panels compare the committed 28-layer
+## H200 trace, traces/cuda-full-depth, with it, on the ids both runs share); each re-runs only when stale
+FULL_DEPTH_TOKENS ?= 32
 trace: install vendor
 	$(BIN)/annotate trace --out $(TRACE) --full-tensors --if-stale
 	$(BIN)/annotate trace --dtype float32 --if-stale
 	$(BIN)/annotate trace --preset tiny --if-stale
 	$(BIN)/annotate trace --preset tiny --tp 2 --full-tensors --if-stale
+	$(BIN)/annotate trace --layers 28 --tokens $(FULL_DEPTH_TOKENS) --out traces/cpu-full-depth --if-stale
 
 ## experiments: every experiments/*.yml on a scratch copy of nano-vllm, traced like its baseline (recorded by
 ## `trace` above: tiny bf16, or the float32 one) into traces/experiments/NAME; each re-runs only when stale.
@@ -87,7 +91,7 @@ $(VENV312)/.installed-stamp: pyproject.toml
 	  $(VENV312)/bin/python -m pip install --quiet -e '.[native]' && touch $@ || \
 	  echo "[py312] could not install the project into $(VENV312) (see pip's message above): the sys.monitoring tests will skip; run make py312 again"; fi
 
-## bench: every benchmark (bench/results/*.json, from which README's table is generated); the trace overhead rows
+## bench: every benchmark (bench/results/*.json, from which docs/guide/performance.md's tables are generated); the trace overhead rows
 ## also on Python 3.12, and again with the recorder as Python source (ANNOTATE_NATIVE=0: the *-python.json files)
 bench: install vendor native
 	for b in bench/bench_*.py; do $(BIN)/python $$b || exit 1; done

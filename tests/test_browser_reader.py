@@ -266,8 +266,8 @@ def test_source_page_weight_does_not_carry_the_values(traced_site: Path, traced_
     assert 'class="an-rec"' not in html                                     # the views are in the scripts
     layers = len(load_trace(traced_project / "traces" / "cpu").layers())
     assert html.count("<option") <= html.count("an-layer-select") + len(trace_keys(traced_project))
-    for key in trace_keys(traced_project):
-        assert (traced_site / f"source/{QWEN3}.values-{key}.js").is_file()
+    for key in trace_keys(traced_project):   # one script per (trace, layer): layer 0's is there for every trace
+        assert (traced_site / f"source/{QWEN3}.values-{key}.L0.js").is_file()
     assert layers >= 1
 
 
@@ -276,7 +276,7 @@ def test_panel_loads_its_trace_script_only_when_opened(reader: Visit) -> None:
     assert not [u for u in reader.requests if ".values-" in u]
     reader.page.click("#L156 .an-code")
     reader.page.wait_for_selector("#values-L156[open] .an-rec")
-    assert [u for u in reader.requests if u.endswith(".values-cpu.js")]
+    assert [u for u in reader.requests if u.endswith(".values-cpu.L1.js")]   # that trace's layer, only
 
 
 # ------------------------------------------------------------------ the walk

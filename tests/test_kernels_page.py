@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 from annotate.pages import kernels_page
-from annotate.pages.kernels_page import body_source, traffic
+from pathlib import Path
+
+import pytest
+
+from annotate.pages.kernels_page import body_source, compile_evidence, traffic
 from annotate.render.offline import read_search_index
 from annotate.source import parse
 from goldens import compare_golden
 from values_fixtures import href, mini, mini_set, repo_sources
 
 pytest_plugins = ["site_fixtures"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_bytes_come_from_the_recorded_shapes() -> None:
@@ -36,7 +41,8 @@ def test_body_is_the_vendored_function() -> None:
 
 def test_page_golden() -> None:
     page = kernels_page.render(repo_sources(), mini_set("bf16"), href)
-    assert page.count("<h2") == 0 and page.count("## `") == 3 and "Inductor C++" in page
+    assert page.count("<h2") == 0 and page.count("## `") == len(kernels_page.FUNCTIONS) == 4 and "Inductor C++" in page
+    assert "`RotaryEmbedding.forward`" in page
     assert "\n\n" not in page.split('<div class="an-kernel-grid">')[1].split("</div></div>")[0]   # one HTML block
     compare_golden("values/kernels.md", page)
 
@@ -67,11 +73,65 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
         "bandwidth_GBps": {"fused": 2684.4, "eager": 671.1, "copy": 3355.4},
         "fraction_of_copy": {"fused": 0.8, "eager": 0.2}, "fused_speedup_vs_eager": 4.0}), encoding="utf-8")
     traces = TraceSet([TraceView("cpu", mini()), TraceView("cuda", load_trace(cuda))])
-    assert [v.label for v in traces.views] == ["CPU · bfloat16", "GPU · bfloat16 (NVIDIA H200)"]
+    assert [v.device for v in traces.views] == ["cpu", "cuda"] and "H200" in traces.views[1].label
     page = kernels_page.render(repo_sources(), traces, href)
     assert "Triton" in page and "triton_red_fused" in page and "Inductor C++" in page
     assert "实测带宽 Achieved bandwidth" in page and "2684 GB/s" in page and "80%" in page
     assert "median of 20 repeats × 100 calls after 10 warm-up calls; CUDA events" in page
+
+
+CUDA = REPO / "traces" / "cuda"
+
+
+def _cuda_set():
+    from annotate.pages.trace_set import TraceSet, TraceView
+    from annotate.trace.store import load_trace
+
+    return TraceSet([TraceView("cpu", mini()), TraceView("cuda", load_trace(CUDA, REPO))])
+
+
+def test_evidence_that_each_trace_ran_compiled_is_its_own() -> None:
+    """On the CPU Inductor's graph count proves it; a trace whose count is not trusted says what else shows it."""
+    import copy
+
+    cpu = mini()
+    words = compile_evidence(cpu)
+    trusted = cpu.meta["compiled"]["graph_count_trusted"]
+    assert all(trusted.values()) and f"graph count for {len(trusted)} of {len(trusted)} functions" in words
+    untrusted = copy.copy(cpu)
+    untrusted.meta = copy.deepcopy(cpu.meta)
+    untrusted.meta["compiled"]["graph_count_trusted"] = {f: False for f in trusted}
+    words = compile_evidence(untrusted)
+    assert f"not trusted here (0 of {len(trusted)})" in words and "eager escapes: 0" in words
+    assert f"kernels captured: {len(trusted)}/{len(trusted)} (C++)" in words and "fused vs eager: ≤ 1 ulp" in words
+
+
+@pytest.mark.skipif(not (CUDA / "trace.json").is_file(), reason="traces/cuda (the H200 trace) is not in this checkout")
+def test_the_h200_kernels_are_read_statement_by_statement() -> None:
+    """Each compiled function's Triton kernels beside their statements; the rounding rms_forward's kernel drops is
+    named at the statement that does it eagerly, and the page says the CUDA trace's graph count proves nothing."""
+    traces = _cuda_set()
+    page = kernels_page.render(repo_sources(), traces, href)
+    cuda = traces.views[1].trace
+    assert not any(cuda.meta["compiled"]["graph_count_trusted"].values())
+    assert "not trusted here (0 of 4)" in page and "kernels captured: 4/4 (Triton)" in page
+    for function in kernels_page.FUNCTIONS:
+        part = page[page.index(f"## `{function}`"):]
+        part = part[:part.find("\n## ", 1) if "\n## " in part[1:] else len(part)]
+        assert "逐句对照 Statement by statement" in part and "没有找到对应语句" not in part, function
+    rms = page[page.index("## `RMSNorm.rms_forward`"):page.index("## `SiluAndMul.forward`")]
+    lines = (REPO / "vendor" / "nano-vllm" / "nanovllm" / "layers" / "layernorm.py").read_text().splitlines()
+    start = next(i for i, ln in enumerate(lines) if "def rms_forward" in ln)
+    to_line = next(i for i, ln in enumerate(lines[start:], start=start + 1) if ln.strip().startswith("x = x.to("))
+    assert f'layernorm.py.html#L{to_line}">layernorm.py:{to_line}</a>：eager 在这里把 fp32 的值舍入到 bfloat16，内核没有这次舍入' \
+        in rms
+    assert "<code>tmp13 = tmp12.to(tl.float32)</code> — 仍是 fp32，不舍入 stays fp32: no rounding" in rms
+    rotary = page[page.index("## `RotaryEmbedding.forward`"):]
+    assert "The kernel keeps every rounding the eager body does." in rotary and "enable_fp_fusion=True" in rotary
+    assert "<code>in_ptr0</code> = query" in rotary and "<code>in_ptr0</code> = key" in rotary
+    maps = "\n".join(kernels_page.statement_maps(traces.views[1], f, repo_sources()[cuda.function(f)["file"]].text,
+                                                 cuda.function(f)["file"], href) for f in kernels_page.FUNCTIONS)
+    compare_golden("values/kernels-h200-statements.html", maps)
 
 
 class _OneFunction:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import html
 import re
 
+import pytest
+
 from annotate.pages import numerics_page
 from annotate.pages.numerics_page import elementwise, rounding_calls
 from annotate.pages.tracefmt import num
@@ -104,3 +106,72 @@ def test_vllm_section_runs_the_snapshots_bytes_of_the_op(tensor_trace, monkeypat
     assert re.search(rf"Run on the inputs of {calls[1]} recorded calls\. \(1\) Against nano-vllm's eager replay "
                      r"\(before γ\): 0 bit-identical", _vllm_row(page)), _vllm_row(page)
     assert reads == []                                                        # no disk read of the op file
+
+
+def test_rounding_norms_are_float64_from_the_saved_tensors(tensor_trace) -> None:
+    """The table's relative differences are of norms summed in float64 (float32 sums of squares round by as
+    much as the difference itself)."""
+    import torch
+
+    from annotate.pages.numerics_page import norms64
+
+    calls = rounding_calls(tensor_trace)
+    page = numerics_page.render(TraceSet([TraceView("tiny", tensor_trace)]), href)
+    table = page[page.index("### 舍入改变了多少 RMS"):].split("</table>")[0]
+    assert "Norms computed in float64 from the saved tensors." in page
+    for c in calls:
+        s, r = norms64(tensor_trace, c)
+        assert s == float(torch.linalg.vector_norm(tensor_trace.tensor(c.sum_tensor).double()))
+        assert f"<td>{num(abs(s - r) / s, 3)}</td>" in table
+    assert norms64(mini(), rounding_calls(mini())[0]) is None          # no tensors saved: recorded norms, said so
+    assert "This trace saved no tensors" in numerics_page.render(mini_set("bf16"), href)
+
+
+def test_bandwidth_plot_names_the_device_it_was_measured_on(tmp_path) -> None:
+    """A trace with a GPU check's bandwidth.json beside it: the plot (one per scheme), the device, the day."""
+    import json
+    import shutil
+
+    from annotate.trace.store import load_trace
+    from values_fixtures import mini_dir
+
+    assert numerics_page.plot_files(mini_set("bf16")) == {}
+    assert "no trace here carries a GPU check's `bandwidth.json`" in numerics_page.render(mini_set("bf16"), href)
+    gpu = tmp_path / "gpu"
+    shutil.copytree(mini_dir("bf16"), gpu)
+    bw = {"device": "cuda", "device_name": "NVIDIA <H200>", "dtype": "bfloat16", "tokens": 64, "hidden": 32,
+          "method": {"timer": "CUDA events", "warmup_calls": 1, "calls_per_repeat": 5, "repeats": 3},
+          "bytes_moved": 16448, "median_s": {"fused": 2e-6, "eager": 8e-6, "copy": 2.5e-6},
+          "bandwidth_GBps": {"fused": 8.224, "eager": 2.056, "copy": 6.5792},
+          "fraction_of_copy": {"fused": 1.25, "eager": 0.3125}, "fused_speedup_vs_eager": 4.0}
+    (gpu / "bandwidth.json").write_text(json.dumps(bw), encoding="utf-8")
+    traces = TraceSet([TraceView("cpu", mini()), TraceView("gpu", load_trace(gpu))])
+    files = numerics_page.plot_files(traces)
+    assert sorted(files) == ["trace/bandwidth-dark.svg", "trace/bandwidth.svg"]
+    page = numerics_page.render(traces, href)
+    part = page[page.index("{#bandwidth}"):]
+    created = load_trace(gpu).meta["created"][:10]
+    assert "Measured on: **NVIDIA &lt;H200&gt;**" in part and f"trace recorded {created}" in part
+    assert "125%" in part and "31%" in part and "×4" in part and 'src="bandwidth.svg"' in part
+    title = part[part.index('<figcaption class="an-plot-title">'):part.index("</figcaption>")]
+    assert title.index("融合内核") < title.index("achieved bandwidth") and "NVIDIA &lt;H200&gt;" in title
+
+
+LESSON = values_fixtures.REPO / "docs" / "lesson.md"
+BANDWIDTH = values_fixtures.REPO / "traces" / "cuda" / "bandwidth.json"
+
+
+@pytest.mark.skipif(not BANDWIDTH.is_file(), reason="traces/cuda (the H200 trace) is not in this checkout")
+def test_the_lessons_fused_kernel_numbers_are_the_h200_measurement() -> None:
+    """docs/lesson.md cites the H200 timing of add_rms_forward: its numbers are bandwidth.json's, in both languages."""
+    import json
+
+    bw = json.loads(BANDWIDTH.read_text(encoding="utf-8"))
+    text = LESSON.read_text(encoding="utf-8")
+    fused, eager = f"{bw['median_s']['fused'] * 1e6:.1f} µs", f"{bw['median_s']['eager'] * 1e6:.1f} µs"
+    share, times = f"{bw['fraction_of_copy']['fused']:.0%}".replace("%", " %"), f"{bw['fused_speedup_vs_eager']:.1f}"
+    zh = next(ln for ln in text.splitlines() if "traces/cuda/bandwidth.json" in ln and "实测" in ln)
+    en = next(ln for ln in text.splitlines() if "traces/cuda/bandwidth.json" in ln and "Measured on" in ln)
+    for line in (zh, en):
+        assert bw["device_name"] in line and fused in line and eager in line and share in line and times in line
+    assert "one pass over the activations instead of two" not in text

@@ -2,7 +2,6 @@
 real `--preset tiny --tp 2` trace: every number on the page is the trace's."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -10,7 +9,7 @@ from annotate.pages import tp_page
 from annotate.pages.tp_page import slice_label, split_key
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import num
-from annotate.pages.values import ValuesPanel, script_uri
+from annotate.pages.values import ValuesPanel, merged_views
 from values_fixtures import href, mini_set
 
 pytestmark = pytest.mark.slow
@@ -55,12 +54,12 @@ def test_slice_labels_name_the_identified_slice(tiny_trace_tp2) -> None:
 
 def test_values_scripts_hold_every_rank(tp_set) -> None:
     panel = ValuesPanel(tp_set)
-    text = panel.data_files(LINEAR)[script_uri(LINEAR, "cpu-tp2")]
-    data = json.loads(text.split('["cpu-tp2"] = ', 1)[1].rstrip().rstrip(";"))
+    data = merged_views(panel.data_files(LINEAR), LINEAR, "cpu-tp2")   # the layer scripts, merged as annotate.js does
     t = tp_set.views[0].trace
     partial = next(r.line for r in t.records if r.function == "RowParallelLinear.forward" and r.text.startswith("y ="))
     line = data[str(partial)]
     assert {"0", "1", "0@1", "1@1"} <= set(line)
     assert 'data-rank="1"' in line["1@1"]["h"] and "rank 1 of 2" in line["1@1"]["h"]
+    assert "秩 rank 1 / 2" in line["1@1"]["h"]
     panels = "".join(panel.panel(QWEN3, ln) for ln in tp_set.views[0].trace.lines(QWEN3))
     assert panels.count('class="an-rank-select"') == len(tp_set.views[0].trace.lines(QWEN3))

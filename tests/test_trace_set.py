@@ -48,8 +48,40 @@ def build(project: Path, *extra: str) -> int:
 def test_default_first_then_by_dtype(scratch: Path) -> None:
     traces = load_traces(with_traces(scratch, "f32", "bf16"), PIN)
     assert [v.key for v in traces.views] == ["cpu", "cpu-f32"]
-    assert [v.label for v in traces.views] == ["CPU · bfloat16", "CPU · float32"]
+    # the float32 trace is the one that shows the aliasing hazard (its trace flagged it): its label says so
+    assert [v.label for v in traces.views] == ["CPU · bfloat16", "CPU · float32 · 别名演示 aliasing run"]
     assert traces.warnings() == [] and traces.for_file(QWEN3)
+
+
+REPO = Path(__file__).resolve().parents[1]
+H200 = {"cuda": REPO / "traces" / "cuda", "cuda-full-depth": REPO / "traces" / "cuda-full-depth"}
+
+
+def test_committed_h200_traces_are_found_labelled_and_kept_by_a_strict_build(scratch: Path) -> None:
+    """The H200 traces (committed, not recorded here) sit beside the CPU ones: labelled by GPU, backend and,
+    since they would otherwise read alike, their shape; their identities say which rule decided them."""
+    with_traces(scratch, "bf16")
+    for key, folder in H200.items():
+        shutil.copytree(folder, scratch / "traces" / key)
+    traces = load_traces(scratch, PIN)
+    assert [v.key for v in traces.views] == ["cpu", "cuda", "cuda-full-depth"]
+    labels = {v.key: v.label for v in traces.views}
+    assert labels == {"cpu": "CPU · bfloat16", "cuda": "H200 · CUDA · bfloat16 · 4 层 layers × 32 词元 tokens",
+                      "cuda-full-depth": "H200 · CUDA · bfloat16 · 28 层 layers × 512 词元 tokens"}
+    cuda = traces.views[1]
+    assert not cuda.rerecordable and cuda.rule_note and cuda.rule_note.startswith("此轨迹的身份由录制时的旧规则判定")
+    assert traces.views[0].rule_note is None                     # a CPU trace is recorded again by `make site`
+    assert "reference" in cuda.trace.meta and "rule" not in cuda.trace.meta["reference"]
+    review = review_traces(traces, strict=True)
+    assert review.fatal == () and traces.for_file(QWEN3) == traces.views
+
+
+def test_rule_note_names_a_recorded_rule_version() -> None:
+    trace = mini()
+    meta = {**trace.meta, "device": "cuda", "device_name": "NVIDIA H200",
+            "reference": {**trace.meta["reference"], "rule": 2}}
+    view = TraceView("cuda", dataclasses.replace(trace, meta=meta))
+    assert view.rule_note and view.rule_note.startswith("此轨迹的身份由录制时的规则 2 判定") and "rule 2" in view.rule_note
 
 
 def test_changed_vendor_file_makes_its_values_stale(scratch: Path) -> None:

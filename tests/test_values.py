@@ -1,11 +1,10 @@
 """The values panel (annotate.pages.values) on the committed mini traces: placement, layers, identities, goldens."""
 from __future__ import annotations
 
-import json
 
 from annotate.pages.tracefmt import human_bytes, identity_text, nbytes, num, sup_label
 from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.values import ValuesPanel, brief, kind_words, script_uri, unchanged_html
+from annotate.pages.values import ValuesPanel, brief, kind_words, merged_views, script_uri, unchanged_html
 
 from goldens import compare_golden
 from values_fixtures import mini, mini_set
@@ -23,12 +22,8 @@ def views(panel: ValuesPanel, path: str, start: int) -> dict[tuple[str, str], st
 
 
 def script_data(panel: ValuesPanel, path: str, trace: str) -> dict:
-    """The data a values script assigns to `window.anValues[trace]`."""
-    text = panel.data_files(path)[script_uri(path, trace)]
-    head = f"(window.anValues = window.anValues || {{}})[{json.dumps(trace)}] = "
-    body = text.split("\n", 1)[1]
-    assert body.startswith(head) and body.rstrip().endswith(";")
-    return json.loads(body[len(head):].rstrip().rstrip(";"))
+    """What the layer scripts of `trace` merge into `window.anValues[trace]` (line -> view key -> view)."""
+    return merged_views(panel.data_files(path), path, trace)
 
 
 def test_formatters() -> None:
@@ -90,8 +85,20 @@ def test_float32_panel_warns_about_aliasing_and_says_why_there_is_no_match() -> 
     got = views(ValuesPanel(mini_set("bf16", "f32")), LAYERNORM, 38)
     f32 = got[("cpu-float32", "1")]
     assert "an-warn" in f32 and "residual and x are the same tensor" in f32
-    assert "无匹配：别名 no match: aliasing" in f32 and "最接近 nearest" in f32
+    assert "无匹配：别名 no match: aliasing" in f32
+    # the nearest candidate is named only within rel 0.5; past it (an unrelated tensor) the words say so
+    x = next(r for r in mini("f32").at(LAYERNORM, 38, layer=1)).var("x")
+    assert x is not None and x.identity["status"] == "no match"
+    near = x.identity["nearest"]["rel"]
+    assert ("最接近 nearest" in f32) == (near <= 0.5) and ("no candidate within rel 0.5" in f32) == (near > 0.5)
     assert "an-warn" not in got[("cpu", "1")]
+
+
+def test_no_match_names_its_nearest_candidate_only_within_the_bound() -> None:
+    far = {"status": "no match", "nearest": {"label": "x₂⁽3⁾", "rel": 1.1}, "tolerance": 0.0625}
+    near = {"status": "no match", "nearest": {"label": "x₂⁽3⁾", "rel": 0.2}, "tolerance": 0.0625}
+    assert identity_text(far) == "无匹配 no match"
+    assert identity_text(near) == "无匹配 no match（最接近 nearest x₂⁽³⁾, rel 0.2）"
 
 
 def test_rmsnorms_own_steps_are_identified_with_their_margin() -> None:
@@ -111,7 +118,8 @@ def test_intermediates_are_labelled_not_warned_about() -> None:
     inside = dataclasses.replace(rec.vars[0], name="gate_up", identity={"status": "no match", "tolerance": 0.0625})
     assert kind_words(rec, inside, trace)[0] == "中间量 intermediate"   # a value inside a step: no ≡, no warning
     f32 = views(ValuesPanel(mini_set("bf16", "f32")), QWEN3, 157)[("cpu-float32", "1")]
-    assert "无匹配 no match" in f32 and "最接近 nearest" in f32 and "容差 tolerance" in f32   # the flow variables: why
+    assert "无匹配 no match" in f32 and ("最接近 nearest" in f32 and "容差 tolerance" in f32   # the flow variables: why
+                                         or "no candidate within rel 0.5" in f32)
 
 
 def test_brief_names_what_the_line_produced() -> None:
@@ -135,14 +143,24 @@ def test_page_data_and_banner() -> None:
     panel = ValuesPanel(mini_set("bf16", "f32"))
     data = panel.page_data(QWEN3)["values"]
     assert [t["key"] for t in data["traces"]] == ["cpu", "cpu-float32"] and 156 in data["lines"]
-    assert [t["src"] for t in data["traces"]] == ["qwen3.py.values-cpu.js", "qwen3.py.values-cpu-float32.js"]
+    assert [t["base"] for t in data["traces"]] == ["qwen3.py.values-cpu", "qwen3.py.values-cpu-float32"]
+    assert [t["layers"] for t in data["traces"]] == [len(mini().layers()), len(mini("f32").layers())]
+    assert [t["tp"] for t in data["traces"]] == [1, 1]
     assert data["layers"] == mini().layers()
     assert panel.page_data("nanovllm/config.py") == {}
     banner = panel.banner_html(QWEN3)
     assert "CPU · bfloat16" in banner and "运行（全页）Trace, whole page" in banner   # one page-wide trace switch
     assert 'href="../../../values.html"' in banner and '<template id="an-panel-template">' in banner
-    assert set(panel.data_files(QWEN3)) == {"source/nanovllm/models/qwen3.py.values-cpu.js",
-                                            "source/nanovllm/models/qwen3.py.values-cpu-float32.js"}
+    # two scripts per (trace, layer): its views (L) and only their summary lines (B, what folded panels show);
+    # the trace's own layers, and outside them where qwen3.py ran there
+    layers = [str(n) for n in mini().layers()] + ["none"]
+    files = panel.data_files(QWEN3)
+    assert set(files) == {f"source/nanovllm/models/qwen3.py.values-{key}.{part}{layer}.js"
+                          for key in ("cpu", "cpu-float32") for layer in layers for part in "LB"}
+    brief = files["source/nanovllm/models/qwen3.py.values-cpu.B0.js"]
+    assert "window.anBriefs" in brief and '"h":' not in brief            # summary lines only, no views
+    assert len(brief) < len(files["source/nanovllm/models/qwen3.py.values-cpu.L0.js"]) / 2
+    assert script_uri(QWEN3, "cpu", "none") == "source/nanovllm/models/qwen3.py.values-cpu.Lnone.js"
 
 
 def test_stale_files_get_no_panel_and_a_notice() -> None:

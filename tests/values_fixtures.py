@@ -74,17 +74,19 @@ def href(file: str, line: int, layer: int | None = None, trace: str | None = Non
 
 @pytest.fixture(scope="session")
 def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
-    """A scratch project with traces/: this checkout's traces when present (after `make site`), else the
+    """A scratch project with traces/: this checkout's traces when `make site` recorded them, else the
     tiny session traces, bf16 as ``cpu`` and float32 as ``cpu-float32`` — two, so that a clean clone
-    running only `make test` (as CI does) still tests the trace switch."""
+    running only `make test` (as CI does) still tests the trace switch — beside the committed ones."""
     from site_fixtures import copy_project_with_trace
 
     dest = tmp_path_factory.mktemp("traced") / "project"
     found = find_traces(REPO)
-    if found:
+    if any(p.name == "cpu" for p in found):
         return copy_project_with_trace(dest, *found)
     root = copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
     shutil.copytree(request.getfixturevalue("tiny_trace_f32").out, root / "traces" / "cpu-float32")
+    for committed in found:   # the committed device traces (traces/cuda…): a clean clone has them, not traces/cpu
+        shutil.copytree(committed, root / "traces" / committed.name)
     return root
 
 

@@ -1,7 +1,8 @@
 """The two-variable flow diagram, generated from a trace as an inline SVG at build time.
 
 Two consecutive decoder layers (the last two of the run, so ``Qwen3Model.norm`` follows them) drawn
-top to bottom: ``hidden_states`` runs down the left lane, ``residual`` down the right one. Every
+top to bottom: ``hidden_states`` runs down the left lane, ``residual`` down the right one, each labelled
+between the two lanes so that the whole diagram fits a phone's width. Every
 statement of ``Qwen3DecoderLayer.forward`` / ``Qwen3Model.forward`` that assigned one of them is a
 box; below it, each edge it produced is labelled with the code variable, the math variable the trace
 *identified* it as (``summary.flow`` + the record's roles — nothing is assumed from line numbers),
@@ -20,9 +21,13 @@ LANES = ("hidden_states", "residual")
 LANE_OF = {"hidden_states": 0, "residual": 1, "_": 1}
 _CALL = re.compile(r"self\.(\w+)\((.*)\)")
 
-# geometry (px): lane x positions, box spans, row heights
-WIDTH, X = 780, (310, 480)
-BOX_H, GAP, TOP = 34, 62, 54
+# geometry (px): lane x positions, box spans, row heights. Narrow enough for a phone (390 px, ~358 px of
+# text column) at its own size: the lanes run down the two edges and each lane's label sits between them,
+# hidden_states' above residual's, so neither lane starts off-screen and no text shrinks below 11 px
+WIDTH, X = 356, (8, 348)
+BOX_H, GAP, TOP = 34, 92, 54
+#: where an edge's two text lines sit below the arrow's start, per lane (label, then its source line)
+LABEL_Y = ((18, 33), (56, 71))
 
 
 @dataclass
@@ -125,9 +130,9 @@ COLORS = ("#1e88e5", "#ef6c00")
 
 
 def _title(flow: Flow) -> str:
-    return (f'<text x="{X[0]}" y="20" text-anchor="end" font-weight="700" fill="{COLORS[0]}">hidden_states</text>'
-            f'<text x="{X[1]}" y="20" font-weight="700" fill="{COLORS[1]}">residual</text>'
-            f'<text x="{WIDTH - 4}" y="40" text-anchor="end" font-size="11" fill="currentColor" opacity="0.7">'
+    return (f'<text x="{X[0]}" y="20" font-weight="700" fill="{COLORS[0]}">hidden_states</text>'
+            f'<text x="{X[1]}" y="20" text-anchor="end" font-weight="700" fill="{COLORS[1]}">residual</text>'
+            f'<text x="{WIDTH / 2}" y="40" text-anchor="middle" font-size="11" fill="currentColor" opacity="0.7">'
             f'layers {flow.layers[0]}–{flow.layers[-1]} → Qwen3Model.norm</text>')
 
 
@@ -145,14 +150,14 @@ def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int, int | None]
                      f'marker-end="url(#an-arrow)"{dash}/>')
         if edge is None:
             continue
-        tx, anchor = (x - 10, "end") if lane == 0 else (x + 10, "start")
-        mid = y + GAP / 2
+        tx, anchor = (x + 10, "start") if lane == 0 else (x - 10, "end")   # inwards, between the lanes
+        top, low = (y + dy for dy in LABEL_Y[lane])
         link = href(edge.file, edge.line, edge.layer)
         parts.append(f'<g class="an-edge" data-var="{esc(edge.var)}" data-line="{edge.line}">'
-                     f'<text x="{tx}" y="{mid - 4}" text-anchor="{anchor}" fill="currentColor">'
+                     f'<text x="{tx}" y="{top}" text-anchor="{anchor}" fill="currentColor">'
                      f'<tspan font-family="ui-monospace, monospace" fill="{COLORS[lane]}">{esc(_name(edge.var))}</tspan>'
                      f' ≡ <tspan font-weight="700">{esc(edge.math)}</tspan></text>'
-                     f'<a href="{esc(link)}"><text x="{tx}" y="{mid + 13}" text-anchor="{anchor}" font-size="11" '
+                     f'<a href="{esc(link)}"><text x="{tx}" y="{low}" text-anchor="{anchor}" font-size="11" '
                      f'fill="currentColor" text-decoration="underline">{esc(_short(edge.file))}:{edge.line}</text></a></g>')
     return parts
 
@@ -160,7 +165,7 @@ def _edges(out: dict[int, Edge], y: float, href: Callable[[str, int, int | None]
 def _box(step: Step, y: float, href: Callable[[str, int, int | None], str]) -> str:
     """A statement: spans both lanes when it reads or writes both, else sits on the hidden_states lane."""
     both = len(step.lanes) > 1
-    x0, x1 = (X[0] - 130, X[1] + 70) if both else (X[0] - 130, X[0] + 130)
+    x0, x1 = (X[0] - 6, X[1] + 6) if both else (X[0] - 6, X[1] - 14)   # one lane: residual's bypass stays clear
     where = "Qwen3Model" if step.layer is None else f"layer {step.layer}"
     bypass = ("" if both else f'<line x1="{X[1]}" y1="{y}" x2="{X[1]}" y2="{y + BOX_H}" stroke="{COLORS[1]}" '
               f'stroke-width="2.5" stroke-dasharray="4 4" opacity="0.6"/>')
@@ -170,7 +175,7 @@ def _box(step: Step, y: float, href: Callable[[str, int, int | None], str]) -> s
             f'<text x="{(x0 + x1) / 2}" y="{y + 14}" text-anchor="middle" font-size="11" fill="currentColor" '
             f'opacity="0.75">{esc(where)} · L{step.line}</text>'
             f'<text x="{(x0 + x1) / 2}" y="{y + 28}" text-anchor="middle" font-family="ui-monospace, monospace" '
-            f'font-size="11.5" fill="currentColor">{esc(step.op)}</text></g></a>')
+            f'font-size="11" fill="currentColor">{esc(step.op)}</text></g></a>')
 
 
 def _name(var: str) -> str:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from annotate.links import FileFacts
+from annotate.pages import plots
 from annotate.pages.plots import series
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, num, sup_label
@@ -25,6 +26,7 @@ from annotate.trace.schema import LineRecord
 from annotate.trace.store import ADD_RMS, Trace
 
 NUMERICS_URI = "trace/numerics.md"
+BANDWIDTH_SVG = "trace/bandwidth.svg"
 LAYER_KEYS = (("attn", "Attn 增量 increment"), ("x", "x⁽ℓ⁾ residual"), ("rmsnorm1", "RMSNorm₁(x⁽ℓ⁾)"),
               ("x1", "x₁⁽ℓ⁾ residual"), ("rmsnorm2", "RMSNorm₂(x₁⁽ℓ⁾)"))
 MANTISSA_BITS = {"bfloat16": 7, "float16": 10, "float32": 23}   # explicit bits of each format: eps = 2^-bits
@@ -73,6 +75,21 @@ def rounding_calls(trace: Trace) -> list[RoundingCall]:
     return out
 
 
+def norms64(trace: Trace, call: RoundingCall) -> tuple[float, float] | None:
+    """(‖fp32 sum‖, ‖rounded residual‖) computed in float64 from the saved tensors, or None when the trace
+    saved none. The recorded norms are float32 sums of squares, whose own rounding (≈ 2⁻²⁴ relative per add)
+    is as large as the difference the table is about."""
+    if not (call.sum_tensor and call.round_tensor):
+        return None
+    try:
+        import torch
+
+        s, r = trace.tensor(call.sum_tensor), trace.tensor(call.round_tensor)
+    except KeyError:
+        return None
+    return (float(torch.linalg.vector_norm(s.double())), float(torch.linalg.vector_norm(r.double())))
+
+
 def elementwise(trace: Trace, call: RoundingCall) -> tuple[int, int, int] | None:
     """(elements that differ, their max ulps, elements) between normalising the unrounded sum (nano-vllm)
     and the rounded residual (HF), both cast to the model dtype before γ — from the saved tensors."""
@@ -111,7 +128,54 @@ def render(traces: TraceSet, href: Href, files: Mapping[str, FileFacts] | None =
     f32 = traces.find(dtype="float32")
     out.append(_section_f32(f32, bf, href) if f32 else
                "## float32\n\n没有 float32 轨迹 — no float32 trace under `traces/` (`make site` makes one).\n")
+    out.append(_section_bandwidth(traces))
     return "\n".join(out)
+
+
+def bandwidth_view(traces: TraceSet) -> TraceView | None:
+    """The first shown trace with a GPU check's ``bandwidth.json`` beside it."""
+    return next((v for v in traces.views if not v.pin_moved and v.trace.bandwidth()), None)
+
+
+def plot_files(traces: TraceSet) -> dict[str, str]:
+    """The page's plot files (site path -> SVG), one per colour scheme: the bandwidth plot when a trace has one."""
+    view = bandwidth_view(traces)
+    bw = view.trace.bandwidth() if view else None
+    return plots.themed_files(BANDWIDTH_SVG, lambda theme: plots.bandwidth_svg(bw, theme)) if bw else {}
+
+
+def _measured(view: TraceView) -> str | None:
+    """The day the trace beside bandwidth.json was recorded (its meta's ``created``), or None."""
+    created = str(view.trace.meta.get("created") or "")
+    return created[:10] if re.match(r"\d{4}-\d\d-\d\d", created) else None
+
+
+def _section_bandwidth(traces: TraceSet) -> str:
+    """The GPU check's timing of add_rms_forward as a plot, and on which device and when it was measured."""
+    head = "## 3. 融合内核的带宽 — the fused kernel's bandwidth {#bandwidth}\n\n"
+    view = bandwidth_view(traces)
+    bw = view.trace.bandwidth() if view else None
+    if view is None or bw is None:
+        return (head + "没有轨迹带着 GPU 检查的 `bandwidth.json` — no trace here carries a GPU check's `bandwidth.json` "
+                "(`scripts/gpu-check.sh` writes it beside the CUDA trace).\n")
+    device, when = esc(bw.get("device_name") or bw.get("device")), _measured(view)
+    frac, speed = bw.get("fraction_of_copy", {}), bw.get("fused_speedup_vs_eager")
+    method = bw.get("method")
+    m: dict[str, Any] = method if isinstance(method, dict) else {}
+    zh_when, en_when = (f"，轨迹记录于 {when}", f", trace recorded {when}") if when else ("", "")
+    fused, eager = frac.get("fused"), frac.get("eager")
+    return (head +
+            f"测量设备 Measured on: **{device}**（`traces/{esc(view.key)}/bandwidth.json`{zh_when}{en_when}）。"
+            f"每次调用读写 {num(bw.get('bytes_moved'))} 字节（{num(bw.get('tokens'))} × {num(bw.get('hidden'))}，"
+            f"{esc(bw.get('dtype'))}）；融合内核达到设备拷贝带宽的 {'—' if fused is None else f'{fused:.0%}'}，"
+            f"逐行执行的函数体只有 {'—' if eager is None else f'{eager:.0%}'}，融合版快 ×{num(speed, 3)}。"
+            f" Each call moves {num(bw.get('bytes_moved'))} bytes; the fused kernel reaches "
+            f"{'—' if fused is None else f'{fused:.0%}'} of a device copy's bandwidth, the eager body "
+            f"{'—' if eager is None else f'{eager:.0%}'}: fused is ×{num(speed, 3)} faster. "
+            f"中位数 Median of {esc(m.get('repeats', '?'))} repeats × {esc(m.get('calls_per_repeat', '?'))} calls; "
+            f"{esc(m.get('timer', '?'))}.\n\n"
+            + plots.figure_html("bandwidth.svg", f"bandwidth of fused, eager and copy on {bw.get('device_name')}", 640,
+                                *plots.bandwidth_title(bw, when)) + "\n")
 
 
 def _section_rounding(view: TraceView, href: Href) -> str:
@@ -181,25 +245,34 @@ def _layer_table(t: Trace) -> str:
 
 
 def _norm_table(t: Trace, href: Href) -> str:
-    """Inside add_rms_forward: ‖fp32 sum‖ vs ‖rounded residual‖ per call (replay records)."""
+    """Inside add_rms_forward: ‖fp32 sum‖ vs ‖rounded residual‖ per call, in float64 from the saved tensors
+    (replay records); a trace without tensors shows its recorded float32 norms and says they cannot resolve it."""
     calls = rounding_calls(t)
     if not calls:
         return ""
     eps = 2.0 ** -MANTISSA_BITS.get(t.meta["dtype"], 23)
-    rows = "".join(
-        f"<tr><td>{'—' if c.layer is None else c.layer}</td><td><code>{esc(c.module)}</code></td>"
-        f"<td>{num(c.sum_norm, 8)}</td><td>{num(c.round_norm, 8)}</td>"
-        f"<td>{num(abs(c.sum_norm - c.round_norm) / c.sum_norm, 3)}</td></tr>" for c in calls)
+    pairs = [(c, norms64(t, c)) for c in calls]
+    exact = all(p is not None for _, p in pairs)
+    rows = []
+    for c, p in pairs:
+        a, b = p if exact and p is not None else (c.sum_norm, c.round_norm)
+        rows.append(f"<tr><td>{'—' if c.layer is None else c.layer}</td><td><code>{esc(c.module)}</code></td>"
+                    f"<td>{num(a, 10)}</td><td>{num(b, 10)}</td><td>{num(abs(a - b) / a, 3)}</td></tr>")
+    how = ("范数由保存的张量在 float64 里算出。 Norms computed in float64 from the saved tensors."
+           if exact else
+           "这条轨迹没有保存张量：表中是记录时在 float32 里求的范数，它自身的舍入误差与这里的差同一量级，相对差只能看数量级。"
+           " This trace saved no tensors: these are the norms recorded in float32, whose own rounding is as large as "
+           "the difference shown, so the relative difference is an order of magnitude at best.")
     return ("### 舍入改变了多少 RMS — how much rounding moves the RMS\n\n"
             "同一次调用里，fp32 的和与舍入后的残差的范数（也就是 RMS 的 √(H·T) 倍）几乎相同："
             f"相对差远小于 {esc(t.meta['dtype'])} 的机器精度 {num(eps, 3)}，所以大多数输出舍入到同一个值，"
             "只有恰好落在舍入边界附近的元素差一个 ulp。"
             " Within one call, the fp32 sum and the rounded residual have almost the same norm (√(H·T) × the RMS): "
             f"the relative difference is far below {esc(t.meta['dtype'])}'s epsilon {num(eps, 3)}, so most outputs "
-            "round to the same value and only elements near a rounding boundary move by one ulp.\n\n"
-            '<div class="an-table"><table><thead><tr><th>layer</th><th>call</th><th>‖fp32 sum‖ (L'
-            f"{calls[0].sum_line})</th><th>‖residual‖ (L{calls[0].round_line})</th><th>relative difference</th></tr>"
-            f"</thead><tbody>{rows}</tbody></table></div>\n")
+            f"round to the same value and only elements near a rounding boundary move by one ulp. {how}\n\n"
+            '<div class="an-table"><table><thead><tr><th>层 layer</th><th>调用 call</th><th>‖fp32 和 sum‖ (L'
+            f"{calls[0].sum_line})</th><th>‖residual‖ (L{calls[0].round_line})</th><th>相对差 relative difference</th></tr>"
+            f"</thead><tbody>{''.join(rows)}</tbody></table></div>\n")
 
 
 def _section_elementwise(traces: TraceSet, href: Href) -> str:

@@ -176,3 +176,33 @@ def hf_diff_title(trace: Trace) -> tuple[str, str]:
     return (f"nano-vllm 与 HF transformers 逐层之差（{dtype}）：(a) 以张量最大值的 ulp 计的 max |Δ|；(b) 逐元素最大 ulp（对数轴）",
             f"nano-vllm vs HF transformers per layer ({dtype}): (a) max |Δ| in ulps of the tensor's largest value; "
             "(b) element-wise max ulps (log)")
+
+
+#: the three timings of bandwidth.json, in the order the plot draws them (top to bottom), with page words
+BANDWIDTH_KINDS = (("fused", "融合内核 fused"), ("eager", "逐行函数体 eager body"), ("copy", "设备拷贝 device copy"))
+
+
+def bandwidth_svg(bw: dict[str, Any], theme: Theme = LIGHT) -> str:
+    """Achieved bandwidth of the fused add_rms_forward, its eager body and a device copy of the same bytes
+    (bars, GB/s; each labelled with its median time per call), from a GPU check's ``bandwidth.json``."""
+    fig, ax = _figure(theme, 6.4, 2.2)
+    gbps, med = bw.get("bandwidth_GBps", {}), bw.get("median_s", {})
+    kinds = [k for k, _ in BANDWIDTH_KINDS if k in gbps][::-1]
+    values = [float(gbps[k]) for k in kinds]
+    bars = ax.barh(kinds, values, color=[theme.lines[i % len(theme.lines)] for i in range(len(kinds))][::-1])
+    ax.bar_label(bars, labels=[f"{med[k] * 1e6:.1f} µs · {gbps[k]:.0f} GB/s" if k in med else f"{gbps[k]:.0f} GB/s"
+                               for k in kinds], padding=3, color=theme.fg)
+    ax.set_xlabel("GB/s")
+    ax.set_xlim(0, max(values, default=1) * 1.45)
+    ax.grid(alpha=0.3, axis="x")
+    return _svg(fig)
+
+
+def bandwidth_title(bw: dict[str, Any], measured: str | None) -> tuple[str, str]:
+    """The bandwidth plot's title, Chinese and English: what was timed, on which device and (when known) when."""
+    device = bw.get("device_name") or bw.get("device") or "?"
+    when = f"，{measured}" if measured else ""
+    size = f"{bw.get('tokens')} × {bw.get('hidden')} {bw.get('dtype')}"
+    return (f"RMSNorm.add_rms_forward 的实测带宽：融合内核、逐行函数体与同样字节数的设备拷贝（{device}{when}，{size}）",
+            f"achieved bandwidth of RMSNorm.add_rms_forward: fused kernel, eager body and a device copy of the same "
+            f"bytes — measured on {device}" + (f", {measured}" if measured else "") + f", {size}")

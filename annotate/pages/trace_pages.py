@@ -52,6 +52,7 @@ def trace_pages(traces: TraceSet, sources: Mapping[str, SourceFile], files: Mapp
     out.pages[INDEX] = overview(view, traces)
     out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI))
     out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), files)
+    out.files.update(numerics_page.plot_files(traces))
     out.pages[tp_page.TP_URI] = tp_page.render(traces, _href(tp_page.TP_URI))
     return out
 
@@ -67,16 +68,19 @@ def overview(view: TraceView, traces: TraceSet) -> str:
     """Which traces the site shows, the flow diagram, the two plots."""
     svg = flow.render_svg(flow.extract(view.trace), lambda file, line, layer: value_url(INDEX, file, line, layer))
     listing = "\n".join(f"| `traces/{esc(v.key)}` | {esc(v.label)} | {esc(v.trace.provenance())} | "
-                        f"{esc(v.status())} |" for v in traces.views)
+                        f"{esc(v.status())} | {kernels_page.compile_evidence(v.trace)} |" for v in traces.views)
     return (
         "---\ntitle: 运行轨迹 Trace\n---\n# 运行轨迹：两个变量的流动 — the recorded run\n\n"
-        "`annotate trace` 运行了真正的 nano-vllm（编译过的函数仍以编译版运行），记录每一行之后的张量，并与 HF transformers "
+        "`annotate trace` 运行了真正的 nano-vllm（编译过的函数仍以编译版运行；每条轨迹凭什么这样说，见下表最后一列），"
+        "记录每一行之后的张量，并与 HF transformers "
         "的 Qwen3 逐个比对，找出每个张量等于哪个数学变量。源码页上点击带 ▸ 的行即可看到这些值。"
-        " `annotate trace` ran the real nano-vllm (compiled functions still compiled), recorded the tensors after "
+        " `annotate trace` ran the real nano-vllm (compiled functions still compiled: the table's last column says "
+        "what shows it for each trace), recorded the tensors after "
         "every line, and identified each one by comparing it with HF transformers' Qwen3. On the source pages, "
         "click a line marked ▸ to see them. See also [融合内核 Fused kernels](kernels.md) and "
         "[数值 Numerics](numerics.md).\n\n"
-        "| trace | | provenance | |\n| --- | --- | --- | --- |\n" + listing + "\n\n"
+        "| 轨迹 trace | | 来源 provenance | 状态 status | 编译的证据 evidence it ran compiled |\n"
+        "| --- | --- | --- | --- | --- |\n" + listing + "\n\n"
         "## 流程图 Flow diagram\n\n"
         f"由轨迹 `traces/{esc(view.key)}` 生成：两个相邻的解码层和 `Qwen3Model.norm`。每条边标出代码变量、轨迹识别出的数学变量"
         "和产生它的源码行（可点击）。左道是 `hidden_states`，右道是 `residual`；虚线表示这一步没有改变它。"

@@ -29,7 +29,7 @@ from annotate.vendoring.lock import VENDOR_DIR, sha256_bytes
 from annotate.vendoring.sync import local_hashes
 
 DEFAULT_KEY = "cpu"   # the Makefile's default trace: traces/cpu (bfloat16)
-DEVICE_NAMES = {"cpu": "CPU", "cuda": "GPU"}
+DEVICE_NAMES = {"cpu": "CPU", "cuda": "CUDA"}
 #: the logger of what a build reports about traces without failing (outside MkDocs' loggers, so even a
 #: strict build only prints it): stale device traces, lesson values a non-default trace lacks
 NOTICE_LOGGER = "annotate.traces"
@@ -44,6 +44,7 @@ class TraceView:
     stale: list[str] = field(default_factory=list)   # recorded files that changed: their values are withheld
     changed: list[str] = field(default_factory=list)  # every vendored file that changed since the trace
     pin_moved: bool = False                          # made at another upstream commit: all files stale
+    with_shape: bool = False                         # the label names the shape (another trace reads the same without)
 
     @property
     def where(self) -> str:
@@ -60,13 +61,49 @@ class TraceView:
 
     @property
     def label(self) -> str:
-        """`CPU · bfloat16`, `GPU · bfloat16 (NVIDIA H200)`: what the trace switch shows."""
-        dev = DEVICE_NAMES.get(self.device, self.device)
+        """What the trace switch shows: `CPU · bfloat16`, `H200 · CUDA · bfloat16`, `CPU · float32 · 别名演示
+        aliasing run` (a float32 run whose trace flagged aliasing: the hazard it is shown for), and the shape
+        (`28 层 layers × 512 词元 tokens`) when another trace of the set would read the same without it."""
         model = self.trace.meta["model"]
         extra = "" if model["name"] == "qwen3-0.6b" else f" · {model['name']}"
-        name = f" ({self.trace.meta['device_name']})" if self.device != "cpu" else ""
         tp = f" · TP={self.trace.tp}" if self.trace.tp > 1 else ""
-        return f"{dev} · {self.dtype}{extra}{tp}{name}"
+        alias = " · 别名演示 aliasing run" if self.dtype == "float32" and self.aliasing_run else ""
+        return f"{self.device_words} · {self.dtype}{extra}{tp}{alias}" + (f" · {self.shape_words}" if self.with_shape else "")
+
+    @property
+    def device_words(self) -> str:
+        """`CPU`, or a device trace's GPU and backend: `H200 · CUDA` (the maker's name dropped)."""
+        if self.device == "cpu":
+            return "CPU"
+        gpu = str(self.trace.meta.get("device_name") or "").removeprefix("NVIDIA ").strip()
+        backend = DEVICE_NAMES.get(self.device, self.device.upper())
+        return f"{gpu} · {backend}" if gpu else backend
+
+    @property
+    def shape_words(self) -> str:
+        """`28 层 layers × 512 词元 tokens`: the run's depth and length, Chinese first."""
+        meta = self.trace.meta
+        return f"{meta['model']['layers']} 层 layers × {meta['input']['tokens']} 词元 tokens"
+
+    @property
+    def aliasing_run(self) -> bool:
+        """Whether the trace flagged aliasing (float32's `.float()` returning the same tensor)."""
+        return any(f.get("kind") == "aliasing" for f in self.trace.flags)
+
+    @property
+    def rule_note(self) -> str | None:
+        """For a device trace (it cannot be recorded again here), Chinese first: its identities are the ones
+        the identification rule of its recording decided (the rule version in ``meta.reference`` when the
+        trace names one; none named means the rule before versions were recorded). None for a CPU trace."""
+        if self.rerecordable:
+            return None
+        ref = self.trace.meta.get("reference") or {}
+        version = ref.get("rule") or ref.get("rule_version")
+        which = f"规则 {version} " if version else "旧规则"
+        which_en = f"rule {version}" if version else "the rule before rule versions were recorded"
+        return (f"此轨迹的身份由录制时的{which}判定，在本机无法重录；用 GPU 重新录制才会应用当前规则 — identities decided by "
+                f"{which_en}, at recording; this device trace cannot be recorded again here (a GPU re-recording applies "
+                "the current one)")
 
     @property
     def placed(self) -> bool:
@@ -231,4 +268,14 @@ def load_traces(root: Path, upstream_commit: str | None, today: Mapping[str, byt
         changed = trace.vendor_mismatch(root, here)
         recorded = set(trace.files())
         views.append(TraceView(folder.name, trace, [f for f in changed if f in recorded], changed, moved))
-    return TraceSet(sorted(views, key=_order))
+    return TraceSet(sorted(_shapes_where_needed(views), key=_order))
+
+
+def _shapes_where_needed(views: list[TraceView]) -> list[TraceView]:
+    """Name the shape in the labels of traces that would otherwise read alike (`cpu` and a full-depth CPU trace)."""
+    seen: dict[str, int] = {}
+    for v in views:
+        seen[v.label] = seen.get(v.label, 0) + 1
+    for v in views:
+        v.with_shape = seen[v.label] > 1
+    return views

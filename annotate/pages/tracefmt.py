@@ -79,6 +79,18 @@ def ambiguous_text(identity: Mapping[str, Any]) -> tuple[str, str]:
             "token's RMS ≈ 1, x and x/RMS(x) are nearly equal.")
 
 
+#: a "no match" names its nearest candidate only within this relative distance: past it the candidate is
+#: unrelated (rel 1.1 from x₂⁽³⁾ says nothing about the tensor), and the words say no match and no more
+NEAREST_BOUND = 0.5
+
+
+def nearest_shown(identity: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The nearest candidate of a "no match" worth naming: within :data:`NEAREST_BOUND` (relative), else None."""
+    near = identity.get("nearest")
+    rel = near.get("rel") if near else None
+    return near if near and rel is not None and rel <= NEAREST_BOUND else None
+
+
 def identity_text(identity: Mapping[str, Any]) -> str:
     """The math variable(s) a tensor equals, with the distance: `x₁⁽²⁾, max |Δ| = 0`."""
     status = identity.get("status")
@@ -88,7 +100,7 @@ def identity_text(identity: Mapping[str, Any]) -> str:
     if status == "ambiguous":
         return ambiguous_text(identity)[0]
     if status == "no match":
-        near = identity.get("nearest")
+        near = nearest_shown(identity)
         return "无匹配 no match" + (f"（最接近 nearest {sup_label(near['label'])}, rel {num(near.get('rel'), 2)}）"
                                    if near else "")
     return "—"

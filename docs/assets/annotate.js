@@ -108,10 +108,12 @@
 })();
 
 /* annotate: values panels, citations, keyboard. A panel's <summary> is its one tab stop (Enter /
-   Space toggle it, Esc closes); a click on a traced line opens it too. The views of a trace are a
-   generated script beside the page (qwen3.py.values-cpu.js), added as a <script> element the first
-   time a panel needs it: works from file://, and the page stays light whatever the depth of the
-   run. The trace choice is page-wide (one switch in the banner) and remembered in localStorage;
+   Space toggle it, Esc closes); a click on a traced line opens it too. The views of a trace in one
+   layer are a generated script beside the page (qwen3.py.values-cpu.L2.js; HF's page: one script per
+   trace, qwen3.py.values-cpu.js), added as a <script> element the first time a panel needs that
+   (trace, layer): works from file://, and what a panel loads stays the same whatever the depth of the
+   run (layer 27 of a 28-layer trace: that layer's script only). The layer switch lists the layers of
+   the page's trace. The trace choice is page-wide (one switch in the banner) and remembered in localStorage;
    the layer choice switches every panel of the page; both go into the URL (#L156&layer=2&trace=cpu).
    One state: every change (trace, layer, a line number, the goto form, a panel opened) writes the whole
    address; on load the address wins over the remembered trace, which is then set to match. Every
@@ -148,13 +150,20 @@
     return { ref: m ? parts[0] : null, line: m && (!m[2] || m[2] === m[1]) ? m[1] : null,
              layer: kv.layer || null, trace: kv.trace || null, rank: kv.rank || null };
   }
-  function layerKnown(key) {
-    var layers = (data.values && data.values.layers) || [];
-    return key === "none" || layers.map(String).indexOf(key) >= 0;
+  /* the layer keys of a trace ("0" … "27"); the page's union when the trace does not say */
+  function traceLayers(key) {
+    var info = traceInfo(key), n = info && info.layers, out = [];
+    if (typeof n !== "number") return ((data.values && data.values.layers) || []).map(String);
+    for (var i = 0; i < n; i++) out.push(String(i));
+    return out;
+  }
+  function traceTp(key) { var info = traceInfo(key); return (info && info.tp) || 1; }
+  function layerKnown(key, trace) {
+    return key === "none" || traceLayers(trace || traceNow()).indexOf(key) >= 0;
   }
   /* the page's layer: the chosen one, else the default of the first panel that has a layer switch */
   function pageLayer() {
-    if (state.layer) return state.layer;
+    if (state.layer && layerKnown(state.layer)) return state.layer;
     var sel = document.querySelector("details.an-values .an-layer-select");
     return sel ? sel.closest("details.an-values").getAttribute("data-layer") : null;
   }
@@ -170,22 +179,26 @@
     return null;
   }
 
-  /* load the script of a trace once, then run `done` */
-  function load(key, done) {
-    var store = window.anValues || {};
-    if (store[key]) { done(); return; }
+  /* load the script of a trace's layer once (`layer`: a view key, "2" or "2@1"; `part`: "L" its views,
+     "B" only their summary lines; a trace shipped as one script loads that script), then run `done` */
+  function load(key, layer, done, part) {
     var info = traceInfo(key);
     if (!info) return;
-    (loading[key] = loading[key] || []).push(done);
-    if (loading[key].length > 1) return;
+    part = part || "L";
+    var n = String(layer || "").split("@")[0], id = info.base ? key + "/" + part + n : key;
+    var src = info.base ? info.base + "." + part + n + ".js" : info.src;
+    var loaded = window.anValuesLoaded || {};
+    if (info.base ? loaded[id] : (window.anValues || {})[key]) { done(); return; }
+    (loading[id] = loading[id] || []).push(done);
+    if (loading[id].length > 1) return;
     var s = document.createElement("script");
-    s.src = info.src;
-    s.onload = function () { var q = loading[key]; loading[key] = null; for (var i = 0; i < q.length; i++) q[i](); };
+    s.src = src;
+    s.onload = function () { var q = loading[id]; loading[id] = null; for (var i = 0; i < q.length; i++) q[i](); };
     s.onerror = function () {
-      loading[key] = null;
+      loading[id] = null;
       var all = panels();
       for (var i = 0; i < all.length; i++) if (all[i].open) slot(all[i]).innerHTML =
-        '<p class="an-none">无法加载运行值 could not load the values (' + info.src + ")</p>";
+        '<p class="an-none">无法加载运行值 could not load the values (' + src + ")</p>";
     };
     document.head.appendChild(s);
   }
@@ -199,12 +212,14 @@
     return v;
   }
 
-  /* the layer switch names only the shown layer in the page: add every layer of the run once */
+  /* the layer switch names only the shown layer in the page: add every layer of the page's trace, again
+     whenever the trace changes (a 28-layer trace lists 28, a 4-layer one 4: one native <select>, which a
+     phone shows as its own picker) */
   function fillLayers(panel) {
-    var sel = panel.querySelector(".an-layer-select");
-    if (!sel || sel.getAttribute("data-filled")) return;
-    var keep = sel.value, layers = (data.values && data.values.layers) || [];
-    var keys = layers.map(String).concat(sel.getAttribute("data-outside") ? ["none"] : []);
+    var sel = panel.querySelector(".an-layer-select"), trace = traceNow();
+    if (!sel || sel.getAttribute("data-filled") === trace) return;
+    var keep = sel.value;
+    var keys = traceLayers(trace).concat(sel.getAttribute("data-outside") ? ["none"] : []);
     sel.innerHTML = "";
     for (var i = 0; i < keys.length; i++) {
       var o = document.createElement("option");
@@ -212,8 +227,8 @@
       o.textContent = keys[i] === "none" ? "层外 outside the layers" : "第 " + keys[i] + " 层 layer " + keys[i];
       sel.appendChild(o);
     }
-    sel.value = keep;
-    sel.setAttribute("data-filled", "1");
+    sel.value = keys.indexOf(keep) >= 0 ? keep : panel.getAttribute("data-layer");
+    sel.setAttribute("data-filled", trace);
   }
 
   function layerFor(panel) {
@@ -224,23 +239,26 @@
     for (var i = 0; i < sel.options.length; i++) if (sel.options[i].value === want) return want;
     return def;
   }
-  /* the rank switch of a tensor-parallel trace comes empty (data-ranks="N"): add its N options once */
+  /* the rank switch comes empty (data-ranks="N"): under a tensor-parallel trace it shows that trace's
+     ranks ("秩 rank 1 / 2"); under a one-rank trace it is hidden (there is no rank to choose) */
   function fillRanks(panel) {
     var sel = panel.querySelector(".an-rank-select");
-    if (!sel || sel.getAttribute("data-filled")) return;
-    var n = +sel.getAttribute("data-ranks");
+    if (!sel) return;
+    var n = traceTp(traceNow()), label = sel.closest("label") || sel;
+    label.hidden = n < 2;
+    if (+sel.getAttribute("data-filled") === n) return;
+    sel.innerHTML = "";
     for (var i = 0; i < n; i++) {
       var o = document.createElement("option");
       o.value = String(i);
-      o.textContent = "rank " + i + " / " + n;
+      o.textContent = "秩 rank " + i + " / " + n;
       sel.appendChild(o);
     }
-    sel.setAttribute("data-filled", "1");
+    sel.setAttribute("data-filled", String(n));
   }
   function rankFor(panel) {
-    var sel = panel.querySelector(".an-rank-select");
-    if (!sel) return "0";
-    var n = +sel.getAttribute("data-ranks"), want = state.rank === null ? NaN : +state.rank;
+    var n = traceTp(traceNow()), want = state.rank === null ? NaN : +state.rank;
+    if (!panel.querySelector(".an-rank-select") || n < 2) return "0";
     return want >= 0 && want < n ? String(want) : "0";
   }
   function traceNow() { return state.trace || (data.values && data.values.traces[0] && data.values.traces[0].key); }
@@ -253,14 +271,16 @@
     var trace = traceNow(), layer = layerFor(panel), line = panel.getAttribute("data-line"), rank = rankFor(panel);
     slot(panel);
     var sel = panel.querySelector(".an-layer-select"), rsel = panel.querySelector(".an-rank-select");
+    var tsel = panel.querySelector(".an-trace-select");
     if (sel) sel.value = layer;
     if (rsel) rsel.value = rank;
+    if (tsel) tsel.value = trace;   // a copy of the banner's switch: it names the page's trace, not its first option
     var st = panel.querySelector(".an-values-state");
     if (st) st.textContent = stateText(panel);
     var key = rank === "0" ? layer : layer + "@" + rank;
-    load(trace, function () {
+    load(trace, key, function () {
       var views = (window.anValues[trace] || {})[line] || {}, view = views[key];
-      if (!view && rank !== "0") { slot(panel).innerHTML = '<p class="an-none">这份运行只在一个 rank 上记录 — this trace ran on one rank; choose a TP trace (运行 trace) for rank ' + rank + "</p>"; return; }
+      if (trace !== traceNow() || key !== viewKey(panel)) return;   // the choice moved on meanwhile
       if (!view) { slot(panel).innerHTML = '<p class="an-none">这份运行没有记录这一行 this trace did not record this line</p>'; return; }
       slot(panel).innerHTML = view.h;
       if (panel.anOpened) { panel.anOpened = false; clearOfBar(panel); }   // just opened: its ≡ lines above the bar
@@ -293,7 +313,7 @@
   function stateText(panel) {
     var layer = layerFor(panel), info = traceInfo(traceNow()) || {};
     var words = layer === "none" ? "层外 outside the layers" : "第 " + layer + " 层 layer " + layer;
-    if (panel.querySelector(".an-rank-select")) words += " · rank " + rankFor(panel);
+    if (traceTp(traceNow()) > 1 && panel.querySelector(".an-rank-select")) words += " · 秩 rank " + rankFor(panel) + " / " + traceTp(traceNow());
     return words + " · 运行 trace " + (info.label || traceNow() || "");
   }
   /* a folded panel's summary line for the page's trace and layer: the one baked into the page when
@@ -307,12 +327,14 @@
     }
     el.textContent = "加载中… loading…";
     panel.setAttribute("data-brief", "loading");
-    load(trace, function () {
+    load(trace, viewKey(panel), function () {
       if (trace + "/" + viewKey(panel) !== want) return;   // the choice moved on meanwhile
-      var view = ((window.anValues[trace] || {})[panel.getAttribute("data-line")] || {})[viewKey(panel)];
+      var line = panel.getAttribute("data-line");
+      var view = (((window.anValues || {})[trace] || {})[line] || {})[viewKey(panel)] ||
+                 (((window.anBriefs || {})[trace] || {})[line] || {})[viewKey(panel)];
       el.textContent = view ? view.b : "未记录 not recorded";
       panel.setAttribute("data-brief", want);
-    });
+    }, "B");
   }
   function refresh() {
     var all = panels();
@@ -345,7 +367,12 @@
   function onChange(event) {
     var el = event.target;
     if (!el.classList) return;
-    if (el.classList.contains("an-trace-select")) { if (!traceInfo(el.value)) return; state.trace = el.value; remember(el.value); }
+    if (el.classList.contains("an-trace-select")) {
+      if (!traceInfo(el.value)) return;
+      state.trace = el.value; remember(el.value);
+      if (state.layer && !layerKnown(state.layer)) state.layer = null;   // layer 27 under a 4-layer trace: its default
+      if (state.rank && +state.rank >= traceTp(state.trace)) state.rank = null;
+    }
     else if (el.classList.contains("an-layer-select")) state.layer = el.value;
     else if (el.classList.contains("an-rank-select")) state.rank = el.value;
     else return;
@@ -408,7 +435,7 @@
       var panel = button.closest("details.an-values"), line = +panel.getAttribute("data-line");
       parts = citeLines(line, line);
       if (kind === "var") parts.push(button.closest(".an-var").getAttribute("data-cite-text"));
-      else parts.push("层 layer: " + layerFor(panel) + (panel.querySelector(".an-rank-select") ? " · rank " + rankFor(panel) : "") +
+      else parts.push("层 layer: " + layerFor(panel) + (traceTp(traceNow()) > 1 ? " · 秩 rank " + rankFor(panel) : "") +
         " · 运行 trace: " + ((traceInfo(traceNow()) || {}).label || traceNow()));
     }
     parts.push("我的推导 My derivation：");
@@ -493,10 +520,14 @@
   function clearOfBar(panel) {
     var bar = document.getElementById("an-linebar");
     if (!bar || bar.hidden) return;
-    var head = panel.querySelector(".an-view .an-var-head") || panel.querySelector("summary");
-    var top = bar.getBoundingClientRect().top, r = head.getBoundingClientRect(), s = panel.querySelector("summary").getBoundingClientRect();
-    var by = r.bottom + 4 - top;
-    if (by > 0) window.scrollBy(0, s.top > 0 ? Math.min(by, s.top) : by);   // keeps the summary on screen where it is
+    // the first value's ‖·‖ row (else its ≡ line) above the bar, as far as the line itself and the panel's
+    // summary stay below the fixed header: a link to a line's values shows the line and its first numbers
+    var head = panel.querySelector(".an-view .an-stats") || panel.querySelector(".an-view .an-var-head") || panel.querySelector("summary");
+    var row = document.querySelector('.an-row[data-panel="' + panel.id + '"]'), hdr = document.querySelector(".md-header");
+    var below = (hdr ? hdr.getBoundingClientRect().bottom : 0) + 4, s = panel.querySelector("summary").getBoundingClientRect();
+    var keep = Math.min(s.top, row ? row.getBoundingClientRect().top : s.top) - below;
+    var by = head.getBoundingClientRect().bottom + 4 - bar.getBoundingClientRect().top;
+    if (by > 0) window.scrollBy(0, keep > 0 ? Math.min(by, keep) : 0);
   }
 
   function onClick(event) {
@@ -545,21 +576,26 @@
   /* the address into the page: it wins over the remembered trace, which then follows it. On load a
      bare #L156 is left as it is; a later change of the address (a line number, a note's line link,
      the goto form) gets the whole state written into it, so the address always says what shows. */
-  function fromUrl(event) {
+  function fromUrl(event, fromMemory) {
     var p = params();
     if (p.trace && traceInfo(p.trace)) { state.trace = p.trace; remember(p.trace); }
     if (p.layer && layerKnown(p.layer)) state.layer = p.layer;
     if (p.rank && /^\d+$/.test(p.rank)) state.rank = p.rank;
-    if ((event && p.ref) || p.layer || p.trace || p.rank) writeUrl();   // a note's #note-3 stays as it is
+    var open = p.layer || p.trace || p.rank;
+    // a note's #note-3 stays as it is; a bare #L156 is completed when the page shows a remembered trace
+    // (the address then says what shows, and a copied link shows the same), without opening the panel
+    if ((event && p.ref) || (fromMemory && p.ref) || open) writeUrl();
+    if (!open && fromMemory) { refresh(); return; }
     refresh();
     openFromUrl();
   }
 
   function wire() {
     data = pageData();
+    var fromMemory = false;
     if (data.values && data.values.traces.length) {
       var saved = remembered();
-      if (saved && traceInfo(saved)) state.trace = saved;
+      if (saved && traceInfo(saved)) { state.trace = saved; fromMemory = saved !== data.values.traces[0].key; }
     }
     var all = panels();
     for (var i = 0; i < all.length; i++) {
@@ -581,7 +617,7 @@
       var p = params();
       if (p.ref && !p.layer && !p.trace) writeUrl();
     });
-    fromUrl();
+    fromUrl(undefined, fromMemory);
     var m = /^#L(\d+)(?:-L(\d+))?/.exec(window.location.hash);   // the first highlight ran before we listened
     if (m) lineBar({ detail: { start: Math.min(+m[1], +(m[2] || m[1])), end: Math.max(+m[1], +(m[2] || m[1])) } });
   }
