@@ -6,7 +6,7 @@ local http server, counting every response's body (decoded bytes) until `load` a
 (html, script, style, font, image, search index, values). The same pages are measured on a copy of the site
 whose Material bundle and search index are put back as Material ships them (the index loaded on
 every page, two copies): the ratio is what loading the index on first use saves. Writes
-bench/results/pages.json ({"rows": [...]}) for the README's table (python -m annotate.bench_table).
+bench/results/pages.json ({"rows": [...]}) for the performance page's tables (python -m annotate.bench_table).
 No assertions (the 900 KB bound is a test: tests/test_offline.py).
 
 --depth: the older comparison. Records two traces of the qwen3-0.6b shape with random weights (4 and

@@ -7,7 +7,7 @@ Run: .venv/bin/python bench/bench_site.py [--runs N]
 experiment commands, each in a fresh process, and whether it imported torch), then `make site` twice
 in a row; the first run is a full one when the traces were stale (after a change under
 annotate/trace/, every trace and experiment is re-recorded), the second does no trace work. Rows go to
-bench/results/site.json ({"rows": [...]}) for the README's table; the ratio no-op / full is printed.
+bench/results/site.json ({"rows": [...]}) for the performance page's tables; the ratio no-op / full is printed.
 """
 from __future__ import annotations
 

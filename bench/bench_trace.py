@@ -52,7 +52,7 @@ Options: --threads N, --rounds N, --no-overhead, --no-identify, --line-events NA
 device: `scripts/gpu-check.sh` runs them on the lent GPU; each timing waits for the device's queued
 work), --shapes tiny,qwen3-0.6b (some of the shapes), --out PATH (instead of bench/results/…; written
 after each shape, so a run cut short keeps what it measured). Writes bench/results/trace.json (trace-py312.json
-on 3.12): {"bench": "trace", ..., "rows": [flat records]}, which the README's performance table is generated
+on 3.12): {"bench": "trace", ..., "rows": [flat records]}, which docs/guide/performance.md's tables are generated
 from. Benchmarks print and write; they never assert timing.
 """
 from __future__ import annotations

@@ -29,7 +29,7 @@
 # Afterwards, here: copy the returned cuda/ folder to traces/cuda and commit it (trace.json,
 # kernels.txt, bandwidth.json hold no upstream text: tests/test_no_upstream_text.py checks), and
 # bench-trace.json to bench/results/trace-cuda.json (then `python -m annotate.bench_table` puts it in
-# README.md's table); the log is for reading. The site shows the trace on today's lines even after a vendor update.
+# docs/guide/performance.md); the log is for reading. The site shows the trace on today's lines even after a vendor update.
 #
 # Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
 #   GPU_CHECK_REHEARSE=1 PATH=/path/to/image-venv/bin:$PATH bash scripts/gpu-check.sh OUTDIR gpu-wheels

@@ -1,4 +1,4 @@
-"""annotate.bench_table: the README's performance table is generated from bench/results/*.json."""
+"""annotate.bench_table: the performance page's tables is generated from bench/results/*.json."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.bench_table import TABLE_END, TABLE_START, main, render, with_table
+from annotate.bench_table import TABLE_DOC, TABLE_END, TABLE_START, main, render, with_table
 from annotate.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,31 +51,33 @@ def test_a_malformed_results_file_is_one_line(tmp_path: Path, data: object, wher
                                               capsys: pytest.CaptureFixture[str]) -> None:
     _results(tmp_path, {"bad.json": data})
     readme = f"{TABLE_START}\n{TABLE_END}\n"
-    (tmp_path / "README.md").write_text(readme, encoding="utf-8")
+    (tmp_path / TABLE_DOC).parent.mkdir(parents=True)
+    (tmp_path / TABLE_DOC).write_text(readme, encoding="utf-8")
     assert main(["--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bench/results/bad.json" in err and where in err
-    assert (tmp_path / "README.md").read_text(encoding="utf-8") == readme      # nothing half-written
+    assert (tmp_path / TABLE_DOC).read_text(encoding="utf-8") == readme      # nothing half-written
 
 
 def test_main_writes_then_check_passes(tmp_path: Path) -> None:
     _results(tmp_path, {"pages.json": {"rows": [{"page": "map.html", "bytes": 1}]}})
-    (tmp_path / "README.md").write_text(f"x\n{TABLE_START}\n{TABLE_END}\n", encoding="utf-8")
+    (tmp_path / TABLE_DOC).parent.mkdir(parents=True)
+    (tmp_path / TABLE_DOC).write_text(f"x\n{TABLE_START}\n{TABLE_END}\n", encoding="utf-8")
     assert main(["--root", str(tmp_path), "--check"]) == 1
     assert main(["--root", str(tmp_path)]) == 0
-    assert "| map.html | 1 |" in (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert "| map.html | 1 |" in (tmp_path / TABLE_DOC).read_text(encoding="utf-8")
     assert main(["--root", str(tmp_path), "--check"]) == 0
 
 
-def test_the_readme_table_is_what_the_committed_json_makes() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_performance_page_is_what_the_committed_json_makes() -> None:
+    readme = (REPO / TABLE_DOC).read_text(encoding="utf-8")
     assert list((REPO / "bench" / "results").glob("*.json")), "bench/results/*.json are committed"
     assert with_table(readme, render(REPO / "bench" / "results")) == readme, \
-        "README.md's performance table is stale: run python -m annotate.bench_table"
+        f"{TABLE_DOC}'s tables are stale: run python -m annotate.bench_table"
 
 
 def test_the_gpu_rows_name_their_device() -> None:
-    """The committed H200 results reach the README's table with the device named above their rows."""
+    """The committed H200 results reach the performance page's tables with the device named above their rows."""
     data = json.loads((REPO / "bench" / "results" / "trace-cuda.json").read_text(encoding="utf-8"))
     assert data["device"] == "cuda" and data["rows"] and all(r["device"] == "cuda" for r in data["rows"])
     text = render(REPO / "bench" / "results")

@@ -3,7 +3,7 @@
 Every line event of a recorded forward runs Python: the monitor's callbacks, the recorder's
 handlers, the copy table, and after the forward the alias groups. mypyc (part of mypy) compiles
 these same typed modules to C extension modules, with no second copy of the code: the modules in
-:data:`MODULES` are the ones compiled. Measured at the tiny shape (bench/bench_trace.py, README),
+:data:`MODULES` are the ones compiled. Measured at the tiny shape (bench/bench_trace.py, docs/guide/performance.md),
 that removes about a tenth of the recorder's cost: the rest is the work its Python asked for (the
 clones, the frames' locals, the containers that hold them), not the interpreting of it.
 

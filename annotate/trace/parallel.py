@@ -15,7 +15,7 @@ or is killed fails the run: the launcher stops every other rank and says which r
 one line; the previous trace stays.
 
 Under `torchrun` (RANK / WORLD_SIZE / MASTER_ADDR set, `--init-method env://`), each process runs
-its own rank and rank 0 writes: see README.md.
+its own rank and rank 0 writes: see docs/guide/tensor-parallel.md.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The vendor lock: upstream facts (blob ids, per-line hashes) and where the local copy comes from.
 
 The lock is data, never code: it pins *facts about* upstream so that no upstream file is ever
-committed. See README.md, "The vendor lock", for the format.
+committed. See docs/guide/vendoring.md, "The lock format", for the format.
 """
 from __future__ import annotations
 
