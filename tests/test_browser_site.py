@@ -163,3 +163,41 @@ def test_a_symbol_hit_lands_on_its_line(visit: Visit) -> None:
     visit.page.wait_for_selector(f"#L{line}.an-hl")
     assert visit.page.url.endswith(f"#L{line}") and visit.in_viewport(f"#L{line}")
     assert visit.page.locator(f"#L{line} .an-code").inner_text().strip().startswith("def forward")
+
+
+def _bytes(urls: list[str]) -> int:
+    """What a reader's browser read from disk for these requests (file:// only; each file once)."""
+    from urllib.parse import unquote, urlparse
+
+    files = {Path(unquote(urlparse(u).path)) for u in urls if u.startswith("file://")}
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+def test_the_full_depth_trace_weighs_on_the_layer_opened_only(browser, built_site: Path, artifacts: Path) -> None:
+    """The committed 28-layer H200 trace is on the site; a first open of qwen3.py reads none of its values, and
+    opening one panel at layer 27 under it reads that layer's scripts only: a small part of the 28 layers'."""
+    key = "cuda-full-depth"
+    scripts = sorted((built_site / "source/nanovllm/models").glob(f"qwen3.py.values-{key}.*.js"))
+    assert {p.name.rsplit(".", 2)[-2] for p in scripts} >= {"L0", "L27", "B27"}, "every layer has its scripts"
+    every_layer = sum(p.stat().st_size for p in scripts)
+    v = Visit(browser, built_site, DESKTOP)
+    try:
+        v.open(QWEN3)
+        first = list(v.requests)
+        assert not [u for u in first if ".values-" in u]                     # nothing of any trace before a panel opens
+        first_bytes = _bytes(first)
+        v.open(QWEN3, f"#L156&layer=27&trace={key}")
+        v.page.wait_for_selector("#values-L156[open][data-shown]")
+        assert v.page.locator("#values-L156 .an-layer-select").input_value() == "27"
+        assert "H200" in v.page.locator("#values-L156").inner_text()           # its values, under its label
+        loaded = [u for u in v.requests[len(first):] if ".values-" in u]
+        assert loaded and all(f".values-{key}." in u for u in loaded), loaded
+        # that layer's views and summary lines, and the summary lines of the lines outside the layers (Qwen3Model's)
+        assert {u.rsplit(".", 2)[-2] for u in loaded} <= {"L27", "B27", "Bnone"}, loaded
+        panel_bytes = _bytes(loaded)
+        print(f"qwen3.py first open {first_bytes} B; one panel at layer 27 of {key}: {panel_bytes} B "
+              f"of {every_layer} B for all its layers")
+        assert panel_bytes * 10 < every_layer
+        v.shot(artifacts, "full-depth-layer-27")
+    finally:
+        v.close()
