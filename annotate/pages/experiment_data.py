@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.experiments import baseline_line
+from annotate.pages.tracefmt import NEAREST_BOUND, num, sup_label
 from annotate.trace.reference import MATH_VARS
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_plain_payload
 
@@ -23,6 +24,24 @@ from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_
 PLOTTED = ("residual", "hidden_states")
 #: float formats' mantissa bits: one ulp of a value a is 2**(floor(log2 a) - bits)
 _MANTISSA = {"bfloat16": 7, "float16": 10, "float32": 23}
+
+
+@dataclass(frozen=True)
+class IdentityMiss:
+    """What the experiment's identification said of a tensor whose baseline identity broke: its status, the
+    nearest candidate (or the variable it now matches, `x1@0`) with its relative distance, and the
+    tolerance that distance had to meet."""
+
+    status: str
+    nearest: str | None = None
+    rel: float | None = None
+    tolerance: float | None = None
+
+    def past(self, key: str) -> float | None:
+        """How many tolerances away the tensor is when `key` ("x1@0") is still its nearest (1.7: 70 % past)."""
+        if self.status != "no match" or self.nearest != key or self.rel is None or not self.tolerance:
+            return None
+        return self.rel / self.tolerance
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,7 @@ class ComparedRow:
     ulps: float | None  # max |Δ| in ulps at the baseline tensor's largest value (None: not comparable)
     base_ids: tuple[str, ...]  # keys "x1@0" the baseline's tensor was identified as
     exp_ids: tuple[str, ...]
+    exp_miss: IdentityMiss | None = None  # the experiment's identification where it matched nothing
 
     @property
     def flow(self) -> bool:
@@ -107,14 +127,52 @@ class ExperimentComparison:
             en.append(f"Identities restored: {names} (not holding in the baseline).")
         if broken:
             first = min(broken, key=lambda f: (min(f.broke), _rank(f.key)))
-            names = ", ".join(f.label for f in broken)
-            zh.append(f"{first.label} 从第 {min(first.broke)} 层起不再成立；不再成立的恒等式：{names}。")
-            en.append(f"{first.label} no longer holds from layer {min(first.broke)} on; broken: {names}.")
+            how = [self.break_words(f.key, min(f.broke)) for f in broken]
+            names_zh = "；".join(f"{f.label}（{w[0]}）" for f, w in zip(broken, how))
+            names_en = "; ".join(f"{f.label} ({w[1]})" for f, w in zip(broken, how))
+            zh.append(f"{first.label} 从第 {min(first.broke)} 层起不再成立；不再成立的恒等式：{names_zh}。")
+            en.append(f"{first.label} no longer holds from layer {min(first.broke)} on; broken: {names_en}.")
         base, exp = (f.get("rel") for f in self.final)
         if isinstance(base, (int, float)) and isinstance(exp, (int, float)):
             zh.append(f"最终输出与 HF 的相对距离 {base:.2g} → {exp:.2g}。")
             en.append(f"Final output vs HF (rel L2): {base:.2g} → {exp:.2g}.")
         return " ".join(zh), " ".join(en)
+
+    def miss(self, key: str, layer: int) -> IdentityMiss | None:
+        """The experiment's identification of the flow tensor that broke `key` in `layer`: the one closest to
+        still holding it (smallest multiple of the tolerance), else the first such row's."""
+        ident = f"{key}@{layer}"
+        found = [r.exp_miss for r in self.rows if r.flow and ident in r.broke and r.exp_miss is not None]
+        found.sort(key=lambda m: m.status == "match")   # a row that matched nothing says more than one that matched another
+        near = [m for m in found if m.past(ident) is not None]
+        return min(near, key=lambda m: m.past(ident) or 0.0) if near else (found[0] if found else None)
+
+    def break_words(self, key: str, layer: int) -> tuple[str, str]:
+        """(zh, en): how far past the tolerance the break of `key` in `layer` is, e.g. "第 0 层：最近的仍是它，
+        相对差 0.104，是容差 0.0625 的 1.7 倍"; a break whose nearest is now another variable says which."""
+        m = self.miss(key, layer)
+        ident = f"{key}@{layer}"
+        if m is None:
+            return f"第 {layer} 层", f"layer {layer}"
+        times = m.past(ident)
+        if times is not None:
+            return (f"第 {layer} 层：最近的仍是它，相对差 {num(m.rel, 3)}，是容差 {num(m.tolerance, 3)} 的 {times:.1f} 倍",
+                    f"layer {layer}: still the nearest, rel {num(m.rel, 3)} = {times:.1f}× the tolerance {num(m.tolerance, 3)}")
+        if m.status == "match" and m.nearest:
+            return f"第 {layer} 层：现在等于 {_label(m.nearest)}", f"layer {layer}: now equals {_label(m.nearest)}"
+        if m.status == "ambiguous":
+            return f"第 {layer} 层：含糊，不止一个候选", f"layer {layer}: ambiguous, more than one candidate"
+        if m.nearest and m.rel is not None and m.rel <= NEAREST_BOUND:
+            other = _label(m.nearest)
+            return (f"第 {layer} 层：最近的变成了 {other}，相对差 {num(m.rel, 3)}",
+                    f"layer {layer}: the nearest is now {other}, rel {num(m.rel, 3)}")
+        return f"第 {layer} 层：没有任何候选在 {NEAREST_BOUND} 以内", f"layer {layer}: no candidate within rel {NEAREST_BOUND}"
+
+
+def _label(ident: str) -> str:
+    """`x1@0` -> `x₁⁽⁰⁾` (the site's one superscript notation)."""
+    key, layer = _split(ident)
+    return sup_label(MATH_VARS[key].label.format(l=layer)) if key in MATH_VARS else ident
 
 
 def _rank(key: str) -> int:
@@ -143,7 +201,7 @@ def compare_traces(baseline: Path, experiment: Path) -> ExperimentComparison:
             rows.append(ComparedRow(rec["function"], rec["file"], rec["line"], rec["layer"], rec["hit"], var["name"],
                             float(var["norm"]), None if other is None else float(other["norm"]),
                             None if other is None else tensors.ulps(var, other, dtype),
-                            _ids(var), _ids(other) if other is not None else ()))
+                            _ids(var), _ids(other) if other is not None else (), _miss(other)))
     return ExperimentComparison(block, baseline.name, dtype, rows, fates(rows), _norms(rows, int(base["meta"]["model"]["layers"])),
                       (base["summary"].get("final_vs_hf", {}), exp["summary"].get("final_vs_hf", {})))
 
@@ -153,6 +211,20 @@ def _ids(var: dict[str, Any]) -> tuple[str, ...]:
     if identity.get("status") != "match":
         return ()
     return tuple(f"{m['key']}@{m['layer']}" for m in identity.get("matches", []))
+
+
+def _miss(var: dict[str, Any] | None) -> IdentityMiss | None:
+    """The experiment's identification of a tensor (None for an unrecorded row): for a match, the variable
+    it now equals; otherwise its nearest candidate."""
+    identity = (var or {}).get("identity") or {}
+    if not identity:
+        return None
+    matches = identity.get("matches") or []
+    near = (matches[0] if identity.get("status") == "match" and matches else identity.get("nearest")) or {}
+    nearest = f"{near['key']}@{near['layer']}" if near.get("key") is not None and near.get("layer") is not None else None
+    rel, tol = near.get("rel"), identity.get("tolerance")
+    return IdentityMiss(str(identity.get("status")), nearest, float(rel) if isinstance(rel, (int, float)) else None,
+                        float(tol) if isinstance(tol, (int, float)) else None)
 
 
 def fates(rows: list[ComparedRow]) -> list[Fate]:
