@@ -23,3 +23,24 @@ def test_without_traces_every_page_says_how_to_record_one() -> None:
     out = trace_pages(TraceSet(), repo_sources(), repo_files())
     assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md", "trace/tp.md"} and not out.files
     assert all("`annotate trace`" in text for text in out.pages.values())
+
+
+def test_the_input_tokens_are_shown_with_their_ids_and_escaped() -> None:
+    from dataclasses import replace
+
+    from annotate.pages.trace_pages import input_tokens
+    from annotate.pages.trace_set import TraceView
+
+    view = mini_set("bf16").views[0]
+    ids = view.trace.meta["input"]["ids"]
+    assert "不是由分词器从文字切出的" in input_tokens(view) and f"{len(ids)} token ids" in input_tokens(view)
+    texts = ["它", " <b>x</b>", "\n"] + ["a"] * (len(ids) - 3)
+    trace = replace(view.trace, meta={**view.trace.meta, "input": {**view.trace.meta["input"], "text": texts,
+                                                                 "source": "Qwen3 tokenizer"}})
+    html = input_tokens(TraceView(view.key, trace))
+    assert html.count('<span class="an-token">') == len(ids)
+    assert "<code>它</code><sub>" in html and "&lt;b&gt;" in html and "<b>" not in html    # escaped, never markup
+    assert "<code>␣&lt;b&gt;x&lt;/b&gt;</code>" in html and "<code>↵</code>" in html         # spaces made visible
+    assert "Qwen3 tokenizer" in html and "词元" in html and "tokens" in html
+    assert "<code>它</code><sub>" in trace_pages(TraceSet([TraceView(view.key, trace)]), repo_sources(),
+                                                    repo_files()).pages[INDEX]

@@ -64,6 +64,30 @@ def _empty(traces: TraceSet, title: str) -> str:
             "(or `annotate trace`) to record one." + stale + "\n")
 
 
+def _shown(piece: str) -> str:
+    """A token's text as a reader can see it: spaces and line breaks made visible, then escaped."""
+    return esc(piece.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥"))
+
+
+def input_tokens(view: TraceView) -> str:
+    """The run's input: each token's text with its id where a tokenizer cut the prompt (``meta.input.text``),
+    else how the ids were made. A raw HTML block, so no token text is read as Markdown."""
+    inp = view.trace.meta["input"]
+    ids, texts, source = inp.get("ids") or [], inp.get("text"), str(inp.get("source", ""))
+    head = "## 输入的词元 The input tokens\n\n"
+    if not texts or len(texts) != len(ids):
+        return (head + f"`traces/{esc(view.key)}` 的输入是 {len(ids)} 个词元 id（{esc(source)}），不是由分词器从文字切出的。"
+                f" The input of `traces/{esc(view.key)}` is {len(ids)} token ids ({esc(source)}), not cut from text by a "
+                "tokenizer.\n\n")
+    chips = "".join(f'<span class="an-token"><code>{_shown(t)}</code><sub>{int(i)}</sub></span>'
+                    for t, i in zip(texts, ids))
+    return (head + f"`traces/{esc(view.key)}` 读入的是下面这段文字，由分词器切成 {len(ids)} 个词元"
+            f"（{esc(source)}；每个词元下方是它的 id，␣ 是空格）。"
+            f" `traces/{esc(view.key)}` read this text, cut by the tokenizer into {len(ids)} tokens "
+            f"({esc(source)}; each token's id below it, ␣ a space).\n\n"
+            f'<div class="an-tokens" lang="zh">{chips}</div>\n\n')
+
+
 def overview(view: TraceView, traces: TraceSet) -> str:
     """Which traces the site shows, the flow diagram, the two plots."""
     svg = flow.render_svg(flow.extract(view.trace), lambda file, line, layer: value_url(INDEX, file, line, layer))
@@ -81,6 +105,7 @@ def overview(view: TraceView, traces: TraceSet) -> str:
         "[数值 Numerics](numerics.md).\n\n"
         "| 轨迹 trace | | 来源 provenance | 状态 status | 编译的证据 evidence it ran compiled |\n"
         "| --- | --- | --- | --- | --- |\n" + listing + "\n\n"
+        + input_tokens(view) +
         "## 流程图 Flow diagram\n\n"
         f"由轨迹 `traces/{esc(view.key)}` 生成：两个相邻的解码层和 `Qwen3Model.norm`。每条边标出代码变量、轨迹识别出的数学变量"
         "和产生它的源码行（可点击）。左道是 `hidden_states`，右道是 `residual`；虚线表示这一步没有改变它。"
