@@ -2,6 +2,7 @@
 real `--preset tiny --tp 2` trace: every number on the page is the trace's."""
 from __future__ import annotations
 
+import re
 
 import pytest
 
@@ -35,6 +36,9 @@ def test_page_states_the_traces_numbers(tp_set, tiny_trace_tp2) -> None:
     assert all(f"| 第 {n} 层 layer {n} | 2 |" in page for n in range(4))   # two all_reduces per layer, counted
     assert "&amp;rank=1" in page    # the shapes link to rank 1's panel (an HTML link, escaped)
     assert "✗" not in page
+    # every rank header Chinese first: the shapes table's columns and the shards table's first column
+    assert "| 秩 rank 0 | 秩 rank 1 |" in page and "| 秩 rank | 层 layer |" in page
+    assert not re.search(r"\| rank", page)
 
 
 def test_page_without_a_tp_trace_says_how_to_record_one() -> None:
@@ -45,7 +49,7 @@ def test_slice_labels_name_the_identified_slice(tiny_trace_tp2) -> None:
     t = tiny_trace_tp2.trace
     rec = next(r for r in t.ranks[1] if r.function == "Qwen3MLP.forward" and r.layer == 1 and r.var("gate_up"))
     label = slice_label(t, 1, rec, rec.var("gate_up"))
-    assert label.startswith("rank 1 of 2: F 列 64–127") and "matches HF's slice 1" in label
+    assert label.startswith("秩 1 / 2 rank 1 of 2: F 列 64–127")   # Chinese first and "matches HF's slice 1" in label
     reduced = next(r for r in t.records if r.function == "RowParallelLinear.forward" and "all_reduce(" in r.text)
     assert "Σ over 2 ranks" in slice_label(t, 0, reduced, reduced.var("y"))
     first = next(r for r in t.records if r.function == "RowParallelLinear.forward" and r.text.startswith("y ="))

@@ -53,7 +53,7 @@ def _after_reduce(records: list[LineRecord], rec: LineRecord) -> bool:
 
 
 def slice_label(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
-    """`rank 1 of 2: F 列 64–127` for a shard the comparison placed; `Σ over 2 ranks` after an
+    """`秩 1 / 2 rank 1 of 2: F 列 64–127` for a shard the comparison placed; `Σ over 2 ranks` after an
     all_reduce; '' for a replicated value (or a single-rank trace)."""
     tp = trace.tp
     if tp < 2:
@@ -67,7 +67,7 @@ def slice_label(trace: Trace, rank: int, rec: LineRecord, v: VarRecord) -> str:
     found = shard["slice"]
     how = (f"与 HF 第 {found} 片一致 matches HF's slice {found}" if found is not None
            else _undecided(shard))
-    return (f"rank {rank} of {tp}: {SPLIT_WORDS.get(shard['split'], shard['split'])} "
+    return (f"秩 {rank} / {tp} rank {rank} of {tp}: {SPLIT_WORDS.get(shard['split'], shard['split'])} "
             f"{shard['first']}–{shard['last']} · {SHARD_WORDS.get(shard['what'], shard['what'])} · {how}")
 
 
@@ -139,7 +139,7 @@ def _shapes(t: Trace, href: _Href, key: str) -> str:
              ("gate_up = x [W_g,r; W_u,r]ᵀ", "Qwen3MLP.forward", mlp, "gate_up", "按 F 切 split by F"),
              ("y = act W_d,rᵀ", "RowParallelLinear.forward", f"{mlp}.down_proj", "y", "部分和 partial, all_reduce → 全和 full")]
     ranks = [t.records] + [t.ranks.get(r, []) for r in range(1, t.tp)]
-    head = "| 步骤 step | " + " | ".join(f"rank {r}" for r in range(t.tp)) + " | |\n|" + " --- |" * (t.tp + 2) + "\n"
+    head = "| 步骤 step | " + " | ".join(f"秩 rank {r}" for r in range(t.tp)) + " | |\n|" + " --- |" * (t.tp + 2) + "\n"
     rows = []
     for text, fn, module, name, note in steps:
         cells = []
@@ -152,7 +152,7 @@ def _shapes(t: Trace, href: _Href, key: str) -> str:
             cells.append(link)
         rows.append(f"| `{text}` | " + " | ".join(cells) + f" | {note} |")
     return (f"## 一个解码层，每个 rank 的形状 · One decoder block (layer {layer}), shapes per rank\n\n"
-            "点击形状打开该 rank 的值面板。Click a shape to open that rank's values panel.\n\n" + head + "\n".join(rows))
+            "点击形状打开该秩（rank）的值面板。Click a shape to open that rank's values panel.\n\n" + head + "\n".join(rows))
 
 
 def _reduces(t: Trace) -> str:
@@ -164,7 +164,7 @@ def _reduces(t: Trace) -> str:
     rows = "\n".join(f"| {'嵌入 embedding' if k is None else f'第 {k} 层 layer {k}'} | {n} |"
                      for k, n in sorted(per_layer.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
     return ("## 每层两次 all_reduce · Two all_reduces per layer\n\n"
-            "轨迹里执行过的 `dist.all_reduce(y)` 行数（rank 0）。 Executed `all_reduce` lines in the trace (rank 0).\n\n"
+            "轨迹里执行过的 `dist.all_reduce(y)` 行数（秩 0 rank 0）。 Executed `all_reduce` lines in the trace (rank 0).\n\n"
             "| 位置 where | all_reduce |\n| --- | --- |\n" + rows)
 
 
@@ -199,7 +199,7 @@ def _shard_table(t: Trace) -> str:
             "且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。"
             " Each recorded shard is compared with every rank's slice of HF's tensor (relative L2); the slice "
             "within tolerance is listed, when the next-nearest slice is at least the margin farther (as for every ≡).\n\n"
-            "| rank | 层 layer | 张量 tensor | 切片 slice | 形状 shape | 匹配 found | 相对差 rel |\n"
+            "| 秩 rank | 层 layer | 张量 tensor | 切片 slice | 形状 shape | 匹配 found | 相对差 rel |\n"
             "| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
 
 
