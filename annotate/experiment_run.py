@@ -8,10 +8,14 @@ copy. The trace's ``vendor`` block holds the hashes of the bytes really traced, 
 so a reader can tell "recorded against edited bytes" from "recorded against stale bytes".
 
 An edit that makes the model fail is one line: the edited file, line, and exception; nothing is
-written and the baseline is untouched. The scratch copy is removed whatever happens.
+written and the baseline is untouched. So is an edit that ends the run early: ``raise SystemExit(0)``
+(not an ``Exception``) and ``os._exit(0)`` (which skips everything, so while the edited model runs it
+raises :class:`EditedModelExit` in this process instead) would otherwise exit 0 with no trace. The
+scratch copy is removed whatever happens.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -20,7 +24,7 @@ import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, NoReturn
 
 from annotate import experiments
 from annotate.errors import UserError
@@ -98,13 +102,43 @@ def run_experiment(req: ExperimentRequest, progress: Progress) -> Any:
         from annotate.trace.pipeline import run_trace
 
         try:
-            return run_trace(trace_req, progress)
+            with exits_raise():
+                return run_trace(trace_req, progress)
         except (UserError, KeyboardInterrupt):
             raise
-        except Exception as exc:  # the edited model itself failed: say where, keep everything as it was
+        except BaseException as exc:  # the edited model failed or exited: say where, keep everything as it was
             raise UserError(failure_line(experiment, exc, edited)) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+class EditedModelExit(BaseException):
+    """``os._exit`` called while the edited model ran (a BaseException: the model's ``except Exception``
+    cannot swallow it)."""
+
+
+_REAL_EXIT = os._exit
+
+
+def _real_exit_in_children() -> None:
+    os._exit = _REAL_EXIT
+
+
+os.register_at_fork(after_in_child=_real_exit_in_children)   # a forked helper (compile workers) exits for real
+
+
+@contextlib.contextmanager
+def exits_raise() -> Iterator[None]:
+    """While the edited model runs, ``os._exit`` in this process raises :class:`EditedModelExit` instead of
+    ending it silently with status 0 (a process forked meanwhile gets the real one back)."""
+    def guarded(status: int) -> NoReturn:
+        raise EditedModelExit(f"os._exit({status})")
+
+    os._exit = guarded
+    try:
+        yield
+    finally:
+        os._exit = _REAL_EXIT
 
 
 _FILE_LINE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -115,6 +149,10 @@ def failure_line(experiment: experiments.Experiment, exc: BaseException, edited:
     where = _failing_place(exc, edited)
     message = (str(exc).strip().splitlines() or [""])[0][:200]
     at = f" at {where}" if where else ""
+    if isinstance(exc, (SystemExit, EditedModelExit)):
+        how = message if isinstance(exc, EditedModelExit) else f"SystemExit({message})"
+        return (f"{experiment.label}: the edited model exited{at} ({how}) before its trace was written; "
+                "remove the exit from the replacement (nothing was written, the baseline is unchanged)")
     return (f"{experiment.label}: the edited model failed{at}: {type(exc).__name__}: {message}; "
             "fix the edit (nothing was written, the baseline is unchanged)")
 

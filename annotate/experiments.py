@@ -12,7 +12,9 @@ upstream change that moves or removes an edited statement is reported like a not
 """
 from __future__ import annotations
 
+import re
 import shutil
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,10 @@ EXPERIMENT_FIX = "fix the experiment file (see docs/experiment-format.md)"
 BASELINE_KEYS = ("preset", "dtype", "layers", "tokens", "seed")
 _TOP_KEYS = ("title", "hypothesis", "baseline", "edits")
 _EDIT_KEYS = ("file", "symbol", "statement", "nth", "replace")
+#: an experiment's name (its file's stem) becomes a page, a URL and a command: letters, digits, `_`, `-`, `.`
+NAME = re.compile(r"\w[\w.-]*")
+#: files in experiments/ that are no experiment: hidden ones and editors' lock files (.#x.yml, ~$x.yml)
+_IGNORED_PREFIXES = (".", "~")
 
 
 @dataclass(frozen=True)
@@ -88,18 +94,30 @@ def experiments_dir(root: Path) -> Path:
 
 
 def names(root: Path) -> list[str]:
-    """The experiments of the project (file stems under experiments/), sorted."""
+    """The experiments of the project (file stems under experiments/), sorted; hidden files and editors'
+    lock files are not experiments and are left out."""
     folder = experiments_dir(root)
-    return sorted(p.name[: -len(EXPERIMENT_SUFFIX)] for p in folder.glob(f"*{EXPERIMENT_SUFFIX}")) if folder.is_dir() else []
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(EXPERIMENT_SUFFIX)] for p in folder.glob(f"*{EXPERIMENT_SUFFIX}")
+                  if not p.name.startswith(_IGNORED_PREFIXES))
 
 
 def load_experiment(root: Path, name: str) -> Experiment:
-    """``experiments/<name>.yml``, validated; an unknown name lists the known ones."""
+    """``experiments/<name>.yml``, validated; an unknown name lists the known ones. The file must be a
+    regular file (a link's target is never read: its bytes would be echoed in messages) whose name can
+    be a page and a command."""
     label = f"{Project.EXPERIMENTS_DIR}/{name}{EXPERIMENT_SUFFIX}"
     path = root / label
-    if "/" in name or name.startswith(".") or not path.is_file():
+    if "/" in name or "\0" in name or name.startswith(_IGNORED_PREFIXES) or not (path.is_file() or path.is_symlink()):
         known = ", ".join(names(root)) or "none"
         raise UserError(f"experiment {name!r}: no {label}; known experiments: {known}")
+    if path.is_symlink():
+        raise UserError(f"{label}: is a symbolic link; an experiment must be a regular file "
+                        "(replace the link with a copy of the file it points to)")
+    if not NAME.fullmatch(name):
+        raise UserError(f"{label}: the name {name!r} holds characters a page name or command cannot carry; "
+                        "expected letters, digits, '_', '-' or '.'; rename the file (e.g. experiments/my-edit.yml)")
     return parse_experiment(codec.read_text(path, label), name, label)
 
 
@@ -122,7 +140,7 @@ def parse_experiment(text: str, name: str, label: str) -> Experiment:
         raise UserError(f"{label}: $.edits: expected at least one edit, got none; {EXPERIMENT_FIX}")
     return Experiment(
         name=name, label=label,
-        title=codec.field(data, "title", at, _bilingual), hypothesis=codec.field(data, "hypothesis", at, _bilingual),
+        title=codec.field(data, "title", at, _title), hypothesis=codec.field(data, "hypothesis", at, _bilingual),
         baseline=codec.field(data, "baseline", at, _baseline, {}),
         edits=tuple(_edit(item, at.key("edits").index(i), f"{label}: edit {i + 1}") for i, item in enumerate(edits)))
 
@@ -136,10 +154,26 @@ def _refuse_unknown(data: dict[str, Any], allowed: tuple[str, ...], at: codec.At
 def _bilingual(value: Any, at: codec.At) -> Bilingual:
     item = codec.obj(value, at)
     _refuse_unknown(item, ("zh", "en"), at)
-    zh, en = (codec.field(item, k, at, codec.string) for k in ("zh", "en"))
+    zh, en = (codec.field(item, k, at, _text) for k in ("zh", "en"))
     if not zh.strip() or not en.strip():
         at.fail("a non-empty zh and en", item)
     return Bilingual(zh.strip(), en.strip())
+
+
+def _title(value: Any, at: codec.At) -> Bilingual:
+    """A title is one line: its white space (line breaks included) collapses to single spaces."""
+    text = _bilingual(value, at)
+    return Bilingual(" ".join(text.zh.split()), " ".join(text.en.split()))
+
+
+def _text(value: Any, at: codec.At) -> str:
+    """A string a reader sees: printable text (YAML escapes can make control characters or lone surrogates,
+    which no page can show and no UTF-8 file can hold); white space, line breaks included, is text."""
+    text = codec.string(value, at)
+    bad = next((c for c in text if not c.isspace() and unicodedata.category(c) in ("Cc", "Cs")), None)
+    if bad is not None:
+        at.fail("printable text (no control characters)", f"U+{ord(bad):04X} in {text[:40]!r}")
+    return text
 
 
 def _baseline(value: Any, at: codec.At) -> dict[str, Any]:

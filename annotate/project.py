@@ -62,6 +62,8 @@ class Project:
     MAP_DIR: ClassVar[str] = "map"
     #: what-if experiments: one YAML file each, edits by anchor (annotate/experiments.py)
     EXPERIMENTS_DIR: ClassVar[str] = "experiments"
+    #: the experiments' traces, one folder each (annotate/experiment_run.py writes them)
+    EXPERIMENT_TRACES_DIR: ClassVar[str] = "traces/experiments"
     #: git-ignored working files (downloaded wheels, output locks, computed claims)
     CACHE_DIR: ClassVar[str] = ".cache"
 

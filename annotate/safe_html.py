@@ -6,6 +6,10 @@ binding of the Ammonia crate): an allow-list of tags and attributes, no ``<scrip
 (their content is dropped), no ``on*`` event handler, and URLs only ``http``, ``https``,
 ``mailto`` or relative, so no ``javascript:`` or ``data:`` link can reach a page. KaTeX's output
 is added after cleaning, from formulas rendered with ``trust: false`` (no ``\\href`` or HTML).
+
+Text that must read exactly as written (an experiment's title and hypothesis) is not Markdown at all:
+:func:`literal` makes it inert to HTML, to Markdown and to the build's own ``{{…}}``/``[[…]]``/``$…$``
+expansions, and :func:`single_line` keeps a title on one line (front matter, headings, table rows).
 """
 from __future__ import annotations
 
@@ -61,3 +65,21 @@ def prose(text: str, math: Callable[[str], str]) -> str:
     for i, tex in enumerate(formulas):
         body = body.replace(_TOKEN.format(i), math(tex))
     return body
+
+
+#: what Markdown, the math pass or the build's {{value}}/[[ref]] expansions could read in a text: written as entities
+_MARKUP = re.compile(r"[\\`*_{}\[\]()#+!|~$:<>&\"']")
+_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def single_line(text: str) -> str:
+    """``text`` with every run of white space (line breaks included) as one space: a title's one line."""
+    return " ".join(text.split())
+
+
+def literal(text: str) -> str:
+    """``text`` as HTML that shows exactly these characters, line breaks as ``<br>``: every character Markdown,
+    HTML or the build's expansions would read is a numeric entity, so no link, tag or formula can form, and
+    no blank line can end the raw HTML block it sits in."""
+    lines = (_MARKUP.sub(lambda m: f"&#{ord(m.group(0))};", line) for line in _BREAKS.split(text))
+    return "<br>".join(lines)

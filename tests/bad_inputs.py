@@ -39,6 +39,7 @@ class Row:
     says: str  # a substring of the one error line
     setup: Callable[[Path, Path], None] | None = None  # (project, scratch) -> None: make the bad input
     needs: str = ""  # "trace": the project needs a real trace under traces/cpu first
+    fresh: bool = False  # run as its own process (an experiment imports its edited vendored package anew)
 
 
 # ---------------------------------------------------------------- helpers that make bad inputs
@@ -88,6 +89,13 @@ def linked_copy(rel: str) -> Callable[[Path, Path], None]:
         (project / rel).unlink()
         os.symlink(copy, project / rel)
     return run
+
+
+def linked_experiment(project: Path, scratch: Path) -> None:
+    """experiments/x.yml a link to a file outside the experiments (its bytes must never be echoed)."""
+    (scratch / "notes.txt").write_text("PRIVATE: [not an experiment\n", encoding="utf-8")
+    (project / "experiments").mkdir(exist_ok=True)
+    os.symlink(scratch / "notes.txt", project / "experiments" / "x.yml")
 
 
 def tracked_folder(project: Path, scratch: Path) -> None:
@@ -551,4 +559,21 @@ ROWS: tuple[Row, ...] = (
     Row("experiment", "实验文件没有改动", "an experiment file without edits", ("experiment", "x"),
         "experiments/x.yml: $.edits: expected at least one edit, got none",
         write("experiments/x.yml", b"title: {zh: t, en: t}\nedits: []\n")),
+    Row("experiment", "替换语句是 raise SystemExit(0)", "a replacement `raise SystemExit(0)`", ("experiment", "x", "--quiet"),
+        "experiments/x.yml: the edited model exited at nanovllm/layers/layernorm.py:",
+        write("experiments/x.yml", _EXPERIMENT.format(symbol="RMSNorm.rms_forward",
+                                                      replace='"raise SystemExit(0)"').encode()), fresh=True),
+    Row("experiment", "替换语句是 os._exit(0)", "a replacement `import os; os._exit(0)`", ("experiment", "x", "--quiet"),
+        "(os._exit(0)) before its trace was written",
+        write("experiments/x.yml", _EXPERIMENT.format(symbol="RMSNorm.rms_forward",
+                                                      replace='["import os", "os._exit(0)"]').encode()), fresh=True),
+    Row("experiment", "实验文件是指向别处的符号链接", "an experiment file that is a symlink elsewhere",
+        ("check", "--no-claims", "--no-math"), "experiments/x.yml: is a symbolic link", linked_experiment),
+    Row("experiment", "实验文件名含 HTML 字符（构建）", "an experiment file named with HTML characters (build)",
+        ("build", "--site-dir", "{t}/site"), "experiments/<i>x.yml: the name '<i>x' holds characters",
+        write("experiments/<i>x.yml", _EXPERIMENT.format(symbol="RMSNorm.rms_forward", replace="x = x.double()").encode())),
+    Row("experiment", "标题含控制字符", "a title holding a control character", ("check", "--no-claims", "--no-math"),
+        "experiments/x.yml: $.title.en: expected printable text (no control characters)",
+        write("experiments/x.yml", _EXPERIMENT.replace("en: experiment", 'en: "a\\x1bb"').format(
+            symbol="RMSNorm.rms_forward", replace="x = x.double()").encode())),
 )

@@ -9,6 +9,8 @@ import contextlib
 import hashlib
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,10 @@ def run(row: Row, project: Path, scratch: Path) -> tuple[int, str, str]:
     argv = [a.format(p=project, t=scratch) for a in row.argv]
     if argv[0] != "--root":
         argv = ["--root", str(project), *argv]
+    if row.fresh:   # as on the command line: a process of its own
+        done = subprocess.run([sys.executable, "-m", "annotate", *argv], capture_output=True, text=True,
+                              timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        return done.returncode, done.stdout, done.stderr
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(argv)

@@ -119,6 +119,21 @@ def test_an_edit_that_makes_the_model_fail_is_one_line(tmp_path: Path) -> None:
     assert not _scratch_left()
 
 
+@pytest.mark.parametrize("replacement, where, how", [('"raise SystemExit(0)"', 14, "SystemExit(0)"),
+                                                     ('["import os", "os._exit(0)"]', 15, "os._exit(0)")])
+def test_an_edit_that_exits_early_is_one_line_not_a_silent_success(tmp_path: Path, replacement: str, where: int,
+                                                                  how: str) -> None:
+    """`SystemExit` is no Exception and `os._exit` skips everything: both exited 0 with no trace written."""
+    root = _root(tmp_path, quits=RELU % replacement)
+    done = _run(root, "quits")
+    line = done.stderr.strip()
+    assert done.returncode == 2, done.stderr
+    assert "\n" not in line and "Traceback" not in line, done.stderr
+    assert line.startswith("annotate: error: experiments/quits.yml: the edited model exited at "
+                           f"nanovllm/layers/activation.py:{where} ({how}) before its trace was written; "), line
+    assert not (root / "traces").exists() and not _scratch_left()
+
+
 def test_failure_line_without_a_place() -> None:
     x = parse_experiment(RELU % "return y", "t", "experiments/t.yml")
     got = failure_line(x, RuntimeError("boom\nmore"), Path("/nowhere"))

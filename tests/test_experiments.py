@@ -47,6 +47,8 @@ def test_reads_a_file() -> None:
     (GOOD.replace("    replace: return F.relu(x) * y\n", ""), "$.edits[0].replace: missing"),
     (GOOD.replace("{preset: tiny}", "{layers: 0}"), "$.baseline.layers: expected an integer >= 1"),
     (GOOD.replace("edits:", "edits: [\n"), "experiments/t.yml:"),
+    (GOOD.replace("{zh: 假设,", '{zh: "a\\x07b",'), "$.hypothesis.zh: expected printable text (no control characters)"),
+    (GOOD.replace("en: Title}", 'en: "T\\ud800"}'), "$.title.en: expected printable text"),
 ])
 def test_bad_files_are_one_line(text: str, expected: str) -> None:
     with pytest.raises(UserError) as err:
@@ -122,3 +124,46 @@ def test_the_shipped_experiments_resolve_and_apply(tmp_path: Path) -> None:
 def test_an_unknown_experiment_lists_the_known_ones() -> None:
     with pytest.raises(UserError, match="experiment 'nope': no experiments/nope.yml; known experiments: 1-unfused"):
         ex.load_experiment(REPO, "nope")
+
+
+def test_a_title_is_one_line_and_a_hypothesis_keeps_its_breaks() -> None:
+    got = _exp(GOOD.replace("{zh: 标题, en: Title}", '{zh: "标\\n\\n题", en: "a\\r\\nb\\u2028 c"}')
+               .replace("en: Hypothesis}", 'en: "one\\n\\ntwo"}'))
+    assert got.title == ex.Bilingual("标 题", "a b c") and got.hypothesis.en == "one\n\ntwo"
+
+
+def _folder(tmp_path: Path, **files: str) -> Path:
+    (tmp_path / "experiments").mkdir(parents=True)
+    for name, text in files.items():
+        (tmp_path / "experiments" / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_hidden_files_and_editor_locks_are_no_experiments(tmp_path: Path) -> None:
+    """`.hidden.yml` and an editor's lock file were listed, then refused as "does not exist" by check."""
+    root = _folder(tmp_path, **{"a.yml": GOOD, ".hidden.yml": "not: [yaml", ".#a.yml": "lock", "~$a.yml": "lock"})
+    assert ex.names(root) == ["a"]
+    assert [x.name for x in ex.load_experiments(root)] == ["a"]
+
+
+def test_a_name_with_html_characters_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    root = _folder(tmp_path, **{'<b onmouseover="x">.yml': GOOD})
+    with pytest.raises(UserError) as err:
+        ex.load_experiments(root)
+    msg = str(err.value)
+    assert msg.startswith('experiments/<b onmouseover="x">.yml: the name') and "rename the file" in msg and "\n" not in msg
+
+
+def test_a_linked_experiment_file_is_refused_without_reading_it(tmp_path: Path) -> None:
+    """The map's rule: a link's target is never read, so its bytes are never echoed in a message."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET: [not yaml", encoding="utf-8")
+    root = _folder(tmp_path / "p")
+    (root / "experiments" / "x.yml").symlink_to(secret)
+    with pytest.raises(UserError) as err:
+        ex.load_experiments(root)
+    msg = str(err.value)
+    assert msg.startswith("experiments/x.yml: is a symbolic link") and "TOP-SECRET" not in msg
+    (root / "experiments" / "dangling.yml").symlink_to(tmp_path / "nowhere.yml")
+    with pytest.raises(UserError, match="experiments/dangling.yml: is a symbolic link"):
+        ex.load_experiment(root, "dangling")
