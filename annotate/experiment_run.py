@@ -33,9 +33,6 @@ from annotate.project import Project
 from annotate.trace.options import TraceOptions, check_options
 from annotate.vendoring.lock import sha256_bytes
 
-#: where experiment traces go, under traces/
-EXPERIMENTS_TRACES = "experiments"
-
 
 @dataclass
 class ExperimentRequest:
@@ -50,7 +47,7 @@ class ExperimentRequest:
 
 
 def experiment_out(root: Path, name: str) -> Path:
-    return root / Project.TRACES_DIR / EXPERIMENTS_TRACES / name
+    return root / Project.EXPERIMENT_TRACES_DIR / name
 
 
 def options_for(experiment: experiments.Experiment, root: Path, overrides: dict[str, Any]) -> TraceOptions:

@@ -130,6 +130,17 @@ def another_run(flag_target: str) -> Callable[[Path, Path], None]:
     return run
 
 
+def mid_swap(rel: str) -> Callable[[Path, Path], None]:
+    """Another run between its swap's two renames of output ``rel``: the old copy aside, the lock held."""
+    def run(project: Path, scratch: Path) -> None:
+        target = project / rel
+        aside = target.parent / f".{target.name}.old-abc"
+        aside.mkdir(parents=True)
+        (aside / "trace.json").write_text("{}", encoding="utf-8")
+        another_run(f"{{p}}/{rel}")(project, scratch)
+    return run
+
+
 def upstream_files(change: Callable[[dict], None]) -> Callable[[Path, Path], None]:
     return edit_json(LOCK, lambda d: change(d["upstream"]["files"]))
 
@@ -572,6 +583,9 @@ ROWS: tuple[Row, ...] = (
     Row("experiment", "实验文件名含 HTML 字符（构建）", "an experiment file named with HTML characters (build)",
         ("build", "--site-dir", "{t}/site"), "experiments/<i>x.yml: the name '<i>x' holds characters",
         write("experiments/<i>x.yml", _EXPERIMENT.format(symbol="RMSNorm.rms_forward", replace="x = x.double()").encode())),
+    Row("experiment", "实验轨迹换入时构建", "a build while an experiment's trace is being swapped in",
+        ("build", "--site-dir", "{t}/site"), "traces/experiments/x: another annotate run is replacing it",
+        mid_swap("traces/experiments/x")),
     Row("experiment", "标题含控制字符", "a title holding a control character", ("check", "--no-claims", "--no-math"),
         "experiments/x.yml: $.title.en: expected printable text (no control characters)",
         write("experiments/x.yml", _EXPERIMENT.replace("en: experiment", 'en: "a\\x1bb"').format(

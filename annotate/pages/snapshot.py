@@ -126,7 +126,9 @@ def build_snapshot(root: Path, pages: Mapping[str, str] | None = None, strict: b
     rows = load_map(root)
     map_resolved = {a: resolve(a, sources.get(a.path)) for row in rows or () for cell in row.cells.values()
                     for a in cell.anchors}
-    recovered = tuple(recover_outputs(root, root / Project.TRACES_DIR))   # a trace an interrupted swap moved aside
+    # a trace, or an experiment's, that an interrupted swap moved aside (one being swapped now: wait, or refuse)
+    recovered = tuple(line for folder in (Project.TRACES_DIR, Project.EXPERIMENT_TRACES_DIR)
+                      for line in recover_outputs(root, root / folder))
     today = {p: f.data for p, f in files.items() if f.owner == NANO_VLLM.name}   # what traces are placed on
     traces = load_traces(root, registry.lock(registry.all[0]).upstream.commit, today=today)
     spans = [res for page in refs.values() for _, res in page] + list(map_resolved.values())
