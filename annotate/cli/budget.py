@@ -1,11 +1,14 @@
 """`annotate budget --model DIR`: the memory and disk a trace of a local checkpoint needs, from its config.
 
 The numbers come from annotate/trace/budget.py; with ``--memory`` (the GPU's size, e.g. 12 for an
-RTX 4070 Ti) it refuses, like `annotate trace --device cuda` does before loading weights.
+RTX 4070 Ti) it refuses, like `annotate trace --device cuda` does before loading weights. Every option
+is checked before the config is used: a size the budget cannot mean (NaN, infinite, beyond any GPU,
+zero or negative, more tokens than the model has positions) is refused in one line.
 """
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +16,8 @@ from annotate.errors import UserError
 from annotate.trace.options import DTYPE_NAMES, TRACE_DEFAULTS
 
 BUDGET_HELP = "memory and disk a trace of a local Qwen3 checkpoint needs, computed from its config.json"
+#: the largest --memory taken, in GiB (no device has a pebibyte; a larger number is a typo)
+MAX_MEMORY_GIB = 2**20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -25,17 +30,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_budget)
 
 
+def check_memory_option(memory: float | None) -> None:
+    """--memory must be a finite size in GiB above 0 and at most :data:`MAX_MEMORY_GIB`."""
+    if memory is not None and not (math.isfinite(memory) and 0 < memory <= MAX_MEMORY_GIB):
+        raise UserError(f"--memory {memory:g}: expected the device's memory in GiB, a number above 0 and at most "
+                        f"{MAX_MEMORY_GIB}; pass e.g. --memory 12 for a 12 GiB GPU")
+
+
+def check_tokens_option(tokens: int, config: dict[str, Any]) -> None:
+    """--tokens must be 1..max_position_embeddings, as `annotate trace` requires."""
+    limit = int(config["max_position_embeddings"])
+    if not 1 <= tokens <= limit:
+        raise UserError(f"--tokens {tokens}: expected 1..{limit} (the model's max_position_embeddings); "
+                        f"pass --tokens {min(max(tokens, 1), limit)} or fewer")
+
+
 def run_budget(args: argparse.Namespace) -> int:
     from annotate.trace import budget, runtime
 
-    config = runtime.read_model_dir(args.model)
-    layers = runtime.resolve_layers(args.layers, int(config["num_hidden_layers"]), str(args.model))
+    check_memory_option(args.memory)   # before the checkpoint is read
     if args.tokens < 1:
-        raise UserError(f"--tokens {args.tokens}: need at least 1 token")
+        raise UserError(f"--tokens {args.tokens}: expected at least 1 token; pass --tokens 32")
+    config = runtime.read_model_dir(args.model)
+    runtime.check_depth(args.model, config)
+    layers = runtime.resolve_layers(args.layers, int(config["num_hidden_layers"]), str(args.model))
+    check_tokens_option(args.tokens, config)
     disk = sum(p.stat().st_size for p in args.model.glob("*.safetensors"))
-    units = budget.measured_units(Path(args.root))
-    got = budget.estimate(config, layers, args.tokens, args.dtype, units, disk)
-    print(render_budget(got, layers, args.tokens, args.dtype, units))
+    got = budget.estimate(config, layers, args.tokens, args.dtype, "cuda", disk)
+    print(render_budget(got, layers, args.tokens, args.dtype))
     if args.memory is not None:
         budget.check_fits(got, int(args.memory * budget.GIB), f"a {args.memory:g} GiB device", f"--model {args.model}",
                           args.dtype)
@@ -43,18 +65,22 @@ def run_budget(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_budget(b: Any, layers: int, tokens: int, dtype: str, units: float | None) -> str:
+def render_budget(b: Any, layers: int, tokens: int, dtype: str) -> str:
     from annotate.trace.budget import gib
 
-    recorded = (f"{gib(b.recorded)}  ({units:.1f} hidden-sized vectors per token and layer, measured from the "
-                "default trace)" if b.recorded is not None and units is not None else
-                "not measured (record the default trace first: annotate trace)")
+    stages = b.stages()
     return "\n".join([
-        f"trace of {layers} layers × {tokens} tokens in {dtype}",
-        f"  weights (one copy)          {gib(b.weights)}",
-        f"  activations (peak, 1 layer) {gib(b.activations)}",
-        f"  recorded copies             {recorded}",
-        f"  device memory               {gib(b.device_memory)}  (weights × 2: nano-vllm and the HF reference)",
-        f"  disk: checkpoint            {gib(b.checkpoint_disk)}",
-        f"  disk: trace --full-tensors  {gib(b.trace_disk) if b.trace_disk is not None else 'not measured'}",
+        f"trace of {layers} layers × {tokens} tokens in {dtype} on a CUDA device",
+        f"  weights (one copy)              {gib(b.weights)}  (held twice: nano-vllm and HF transformers)",
+        f"  rotary table                    {gib(b.rope)}",
+        f"  recorded copies                 {gib(b.recorded)}",
+        f"  HF forward, one layer           {gib(b.forward)}  (eager attention: heads × tokens² scores)",
+        f"  cuBLAS workspace                {gib(b.workspace)}",
+        f"  identification stacks           {gib(b.identify)}",
+        f"  HF traced lines' copies         {gib(b.hf_recorded)}",
+        f"  peak: reference stage           {gib(stages['reference'])}",
+        f"  peak: HF traced lines stage     {gib(stages['hf lines'])}",
+        f"  device memory                   {gib(b.device_memory)}  (the larger stage)",
+        f"  disk: checkpoint                {gib(b.checkpoint_disk)}",
+        f"  disk: trace --full-tensors      {gib(b.trace_disk)}",
     ])

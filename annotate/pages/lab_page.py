@@ -2,7 +2,7 @@
 
 The lab page gives the commands for one consumer GPU (an RTX 4070 Ti, 12 GiB) and what each run needs,
 computed by annotate/trace/budget.py from the Qwen3-0.6B shape (the ``qwen3-0.6b`` preset's config),
-with the recorder's share measured from the default trace when it is recorded. The route page orders
+beside the H200 measurement the model is checked against (bench/results/gpu-h200-full-depth.json). The route page orders
 lesson → source exercises → closed-book check → the experiments → one's own GPU run; its progress
 (ticks, and the lesson's self-assessment) is read from and kept in this browser's localStorage only
 (docs/js/route.js).
@@ -24,8 +24,8 @@ LAB_TOKENS = (32, 512, 2048)
 SELF_ASSESSMENT_STORE = "annotate.lesson.decoder-block.v1"
 
 
-_HEADER = ("| dtype | tokens | 权重 weights | 激活 activations | 记录 recorded | 显存 device memory | 磁盘：检查点 disk: "
-           "checkpoint | 磁盘：轨迹 disk: trace (--full-tensors) | {gib} GB |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+_HEADER = ("| dtype | tokens | 权重（一份）weights (one copy) | 记录 recorded | 显存峰值 device memory (peak) | "
+           "磁盘：检查点 disk: checkpoint | {gib} GB |\n| --- | --- | --- | --- | --- | --- | --- |")
 
 
 def lab_pages(root: Path, found: list[Experiment]) -> dict[str, str]:
@@ -33,35 +33,54 @@ def lab_pages(root: Path, found: list[Experiment]) -> dict[str, str]:
     return {LAB_URI: lab_page(root, found), ROUTE_URI: route_page(found)}
 
 
-def _budget_rows(root: Path) -> tuple[str, str]:
-    """Markdown rows of the budget table, and where the recorder's share came from."""
+def _budget_rows() -> str:
+    """Markdown rows of the budget table (annotate/trace/budget.py, the code as it is)."""
     from annotate.trace import budget, runtime
     from annotate.trace.options import PRESETS
 
     preset = PRESETS["qwen3-0.6b"]
     config = runtime.preset_config(preset, preset.num_hidden_layers, "bfloat16")
-    units = budget.measured_units(root)
     rows = []
     for dtype in ("bfloat16", "float32"):
         for tokens in LAB_TOKENS:
-            b = budget.estimate(config, preset.num_hidden_layers, tokens, dtype, units)
-            fits = b.device_memory <= GPU_GIB * budget.GIB and b.recorded is not None
-            verdict = ("✓ 装得下 fits" if fits else "✗ 装不下 does not fit" if b.device_memory > GPU_GIB * budget.GIB
-                       else "? 记录部分未测 recorder's share not measured")
-            rows.append(f"| {dtype} | {tokens} | {budget.gib(b.weights)} | {budget.gib(b.activations)} | "
-                        f"{budget.gib(b.recorded) if b.recorded is not None else '—'} | {budget.gib(b.device_memory)} | "
-                        f"{budget.gib(b.checkpoint_disk)} | {budget.gib(b.trace_disk) if b.trace_disk is not None else '—'} | "
-                        f"{verdict} |")
-    source = (f"记录部分按默认轨迹实测：每个 token 每层 {units:.1f} 个 hidden 大小的向量 — the recorder's share is measured "
-              f"from the default trace: {units:.1f} hidden-sized vectors per token and layer."
-              if units is not None else
-              "默认轨迹尚未记录，记录部分没有计入 — the default trace is not recorded yet, so the recorder's share is "
-              "not counted (run `annotate trace`).")
-    return "\n".join(rows), source
+            b = budget.estimate(config, preset.num_hidden_layers, tokens, dtype)
+            verdict = "✓ 装得下 fits" if b.device_memory <= GPU_GIB * budget.GIB else "✗ 装不下 does not fit"
+            rows.append(f"| {dtype} | {tokens} | {budget.gib(b.weights)} | {budget.gib(b.recorded)} | "
+                        f"{budget.gib(b.device_memory)} | {budget.gib(b.checkpoint_disk)} | {verdict} |")
+    return "\n".join(rows)
+
+
+def _measured(root: Path) -> str:
+    """The H200 measurement beside the model's prediction for the same run (bench/results/gpu-h200-full-depth.json)."""
+    import json
+
+    from annotate.trace import budget, runtime
+    from annotate.trace.options import PRESETS
+
+    path = budget.measured_file(root)
+    if not path.is_file():
+        return ""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    preset = PRESETS["qwen3-0.6b"]
+    lines = ["| 形状 shape | 实测峰值 measured peak | 预测（当时的布局）predicted (that run's layout) | 预测（现在）predicted (now) |",
+             "| --- | --- | --- | --- |"]
+    for run in data["runs"]:
+        config = runtime.preset_config(preset, int(run["layers"]), run["dtype"])
+        then = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"], layout=budget.MEASURED_LAYOUT)
+        now = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"])
+        lines.append(f"| {int(run['layers'])} L × {int(run['tokens'])} T | {float(run['max_allocated_gib']):.2f} GiB | "
+                     f"{budget.gib(then.device_memory)} | {budget.gib(now.device_memory)} |")
+    device = esc(str(data["device"]))
+    return (f"\n实测 Measured: {device}，torch {esc(str(data['torch']))}，{esc(str(data['date']))}，"
+            f"`torch.cuda.max_memory_allocated()`。当时身份比对和 HF 逐行记录在 CPU 上运行；现在它们在设备上，"
+            f"所以现在的预测更高（尚未在 GPU 上实测）。\n*Measured on {device} (torch {esc(str(data['torch']))}, "
+            f"{esc(str(data['date']))}) as `torch.cuda.max_memory_allocated()`. That run identified and traced HF's lines "
+            f"on the CPU; both now run on the device, so today's prediction is higher (not yet measured on a GPU).*\n\n"
+            + "\n".join(lines) + "\n")
 
 
 def lab_page(root: Path, found: list[Experiment]) -> str:
-    rows, source = _budget_rows(root)
+    rows = _budget_rows()
     runs = "\n".join(f"annotate experiment {esc(x.name)} --device cuda --model ~/models/Qwen3-0.6B --force" for x in found)
     return f"""---
 title: 本地实验 · On your own GPU
@@ -79,17 +98,21 @@ assume a checkpoint in `~/models/Qwen3-0.6B` (`config.json`, `*.safetensors`, th
 annotate budget --model ~/models/Qwen3-0.6B --tokens 512 --memory {GPU_GIB}
 ```
 
-它只读 `config.json`，给出下表这样的数字；放不下时直接拒绝。`annotate trace --device cuda` 在加载任何权重之前做同样的检查。
-*It reads `config.json` only and prints numbers like the table below, refusing when the run will not fit;
+它只读 `config.json` 和权重文件的头部（不读任何张量），给出下表这样的数字；放不下时直接拒绝。
+`annotate trace --device cuda` 在加载任何权重之前做同样的检查。
+*It reads `config.json` and the weight files' headers only (no tensor) and prints numbers like the table below,
+refusing when the run will not fit;
 `annotate trace --device cuda` makes the same check before loading any weight.*
 
-Qwen3-0.6B 的形状（28 层），权重各存一份给 nano-vllm 和 HF 参照实现；激活按一层的峰值计（注意力分数按完整矩阵计，是上限）。{source}
-*The Qwen3-0.6B shape (28 layers); the weights are held twice, by nano-vllm and the HF reference; activations are one
-layer's peak (attention scores counted as a full matrix: an upper bound).*
+Qwen3-0.6B 的形状（28 层）。显存按追踪中最满的阶段计：两份权重（nano-vllm 与 HF 参照实现）、记录的副本、
+HF 逐层的 eager 注意力（heads × T² 的分数）、cuBLAS 工作区、身份比对的候选栈和 HF 逐行记录的副本（各项见 `annotate/trace/budget.py`）。
+*The Qwen3-0.6B shape (28 layers). Device memory is the fullest stage of a trace: both models' weights (nano-vllm and the
+HF reference), the recorded copies, HF's eager attention one layer at a time (heads × T² scores), cuBLAS's workspace,
+the identification stacks and HF's traced lines' copies (each term: `annotate/trace/budget.py`).*
 
 {_HEADER.format(gib=GPU_GIB)}
 {rows}
-
+{_measured(root)}
 ## 2. 记录基线 · Record the baseline
 
 ```sh

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import inspect
 import io
@@ -193,10 +194,54 @@ def read_model_dir(model: Path) -> dict[str, Any]:
     return check_config(config, cfg_path)
 
 
+def layers_on_disk(folder: Path) -> int:
+    """Decoder layers the *.safetensors hold (1 + the largest ``model.layers.N.`` index), from the files'
+    headers only: no tensor is read."""
+    from safetensors import SafetensorError, safe_open
+
+    deepest = -1
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), "pt", "cpu") as handle:
+                names = list(handle.keys())
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise UserError(f"{file}: not a readable safetensors file ({str(exc).splitlines()[0][:80]}); "
+                            f"{REDOWNLOAD}") from None
+        for name in names:
+            parts = name.split(".")
+            if len(parts) > 2 and parts[:2] == ["model", "layers"] and parts[2].isdigit():
+                deepest = max(deepest, int(parts[2]))
+    return deepest + 1
+
+
+def check_depth(folder: Path, config: dict[str, Any]) -> None:
+    """config.json's layer count against the layers the weights hold: a config claiming more is refused
+    before anything is built from it (`annotate budget`; a trace compares every weight in check_weights)."""
+    have, want = layers_on_disk(folder), int(config["num_hidden_layers"])
+    if want > have:
+        raise UserError(f"{folder / 'config.json'}: num_hidden_layers is {want} but the *.safetensors hold {have} "
+                        f"layers; {REDOWNLOAD}")
+
+
 REDOWNLOAD = "fix or re-download the checkpoint"
 #: config.json keys the model is built from: each must be a whole number >= 1
 CONFIG_INTS = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
                "vocab_size", "max_position_embeddings")
+
+
+#: the largest value each size may have: far above any released Qwen3 (the 235B model: 94 layers, hidden 4096,
+#: vocabulary 151,936, 40,960 positions), so that a config's sizes are bounded before anything is built from them
+CONFIG_LIMITS = {"hidden_size": 1 << 16, "intermediate_size": 1 << 18, "num_hidden_layers": 1 << 10,
+                 "num_attention_heads": 1 << 10, "num_key_value_heads": 1 << 10, "vocab_size": 1 << 22,
+                 "max_position_embeddings": 1 << 24, "head_dim": 1 << 12}
+
+
+def _bounded(value: Any, at: codec.At, limit: int) -> int:
+    """A whole number in 1..limit (a size a model is built from)."""
+    n = codec.integer(value, at, 1)
+    if n > limit:
+        at.fail(f"an integer <= {limit}", value)
+    return n
 
 
 def check_config(data: Any, path: Path) -> dict[str, Any]:
@@ -204,8 +249,8 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
     at = codec.At(str(path), fix=REDOWNLOAD)
     config = codec.obj(data, at)
     for key in CONFIG_INTS:
-        codec.field(config, key, at, lambda v, a: codec.integer(v, a, 1))
-    codec.field(config, "head_dim", at, lambda v, a: codec.integer(v, a, 1), None)
+        codec.field(config, key, at, functools.partial(_bounded, limit=CONFIG_LIMITS[key]))
+    codec.field(config, "head_dim", at, functools.partial(_bounded, limit=CONFIG_LIMITS["head_dim"]), None)
     for key in ("rms_norm_eps", "rope_theta"):
         codec.field(config, key, at, lambda v, a: codec.number(v, a, finite=True), None)
     codec.field(config, "tie_word_embeddings", at, codec.boolean, None)

@@ -26,3 +26,15 @@ def expected_weights(config: dict[str, Any], layers: int) -> dict[str, tuple[int
             p + "mlp.down_proj.weight": (hidden, inter),
             p + "input_layernorm.weight": (hidden,), p + "post_attention_layernorm.weight": (hidden,)})
     return shapes
+
+
+def parameter_count(config: dict[str, Any], layers: int) -> int:
+    """Elements of every weight :func:`expected_weights` lists, counted arithmetically (one product per
+    kind of weight, times ``layers``): a budget never builds an entry per layer."""
+    hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    heads, kv = config["num_attention_heads"], config["num_key_value_heads"]
+    hd = config.get("head_dim") or hidden // heads
+    outside = vocab * hidden * (1 if config.get("tie_word_embeddings", False) else 2) + hidden
+    per_layer = (2 * heads * hd * hidden + 2 * kv * hd * hidden + 2 * hd
+                 + 3 * inter * hidden + 2 * hidden)
+    return outside + layers * per_layer
