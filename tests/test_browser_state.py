@@ -278,3 +278,41 @@ def test_line_references_never_break_inside_their_number(browser, traced_site: P
             .filter(e => e.getClientRects().length > 1).map(e => e.textContent)""")
         count = v.page.locator(".md-typeset a:has(+ .an-upstream) code").count()
     assert count > 5 and broken == []
+
+
+# ------------------------------------------------------------------ 5. the panel's own switch, a remembered trace
+
+def test_panel_switch_names_the_trace_the_address_chose_and_switches_back(reader: Visit, traced_project: Path) -> None:
+    key, _ = other_trace(traced_project)   # not the first option: a copy of the banner would say `cpu`
+    reader.open(PAGE, f"#L156&layer=1&trace={key}")
+    reader.page.wait_for_selector(f"#values-L156[open][data-shown='{key}/1']")
+    switch = reader.page.locator("#values-L156 .an-trace-select")
+    assert switch.input_value() == key
+    assert reader.page.locator(".an-page-trace select").input_value() == key
+    switch.select_option("cpu")                                               # the first option does act
+    reader.page.wait_for_selector("#values-L156[data-shown='cpu/1']")
+    assert reader.page.evaluate("location.hash") == "#L156&layer=1&trace=cpu"
+    assert switch.input_value() == "cpu"
+    reader.page.evaluate("localStorage.clear()")
+
+
+def test_bare_line_address_is_completed_under_a_remembered_trace(reader: Visit, traced_project: Path) -> None:
+    key, _ = other_trace(traced_project)
+    reader.open(PAGE)
+    reader.page.evaluate(f"localStorage.setItem('annotate.trace', {key!r})")
+    reader.page.goto("about:blank")
+    reader.open(PAGE, "#L156")
+    reader.page.wait_for_function(f"location.hash.startsWith('#L156&') && location.hash.endsWith('trace={key}')")
+    copied = reader.page.evaluate("location.hash")
+    assert not reader.page.eval_on_selector("#values-L156", "d => d.open")   # a bare line only lands on it
+    wait_summaries(reader, key)
+    folded = reader.page.locator("#values-L156 .an-brief").inner_text()
+    # the copied address shows the same trace, and L156 the same values, in a browser that remembers nothing
+    reader.page.evaluate("localStorage.clear()")
+    reader.page.goto("about:blank")
+    reader.open(PAGE, copied)
+    assert reader.page.locator(".an-page-trace select").input_value() == key
+    reader.page.wait_for_selector(f"#values-L156[data-shown^='{key}/']")
+    assert reader.page.locator("#values-L156 .an-trace-select").input_value() == key
+    assert reader.page.locator("#values-L156 .an-brief").inner_text() == folded
+    reader.page.evaluate("localStorage.clear()")

@@ -19,11 +19,15 @@ KEY = "cpu-tp2"
 
 
 @pytest.fixture(scope="module")
-def tp_site(tiny_trace_tp2, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tp_site(tiny_trace_tp2, tiny_trace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The TP trace and a one-rank trace beside it (`cpu`): the rank switch must follow the page's trace."""
+    import shutil
+
     from annotate.cli.site import build_site
     from site_fixtures import copy_project_with_trace
 
     root = copy_project_with_trace(tmp_path_factory.mktemp("tp") / "project", tiny_trace_tp2.out, name=KEY)
+    shutil.copytree(tiny_trace.out, root / "traces" / "cpu")
     build_site(root, root / "site", strict=True)
     return root / "site"
 
@@ -56,6 +60,29 @@ def test_rank_switch_shows_each_ranks_partial_sum(browser, tp_site: Path, tiny_t
         assert p.page.locator(f"#values-L{first} .an-view .an-slice[data-rank='0']").count() >= 1
         assert p.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
         assert p.non_local() == []
+
+
+def test_rank_switch_only_under_a_tp_trace(browser, tp_site: Path) -> None:
+    """qwen3.py, recorded by both traces: under the one-rank `cpu` no rank is offered or named, even when the
+    address asks for rank 1; the panel's own trace switch brings the ranks of the TP trace, Chinese first."""
+    panel = "#values-L156"
+    with visiting(browser, tp_site, DESKTOP) as p:
+        p.open("source/nanovllm/models/qwen3.py.html", "#L156&layer=1&trace=cpu&rank=1")
+        p.page.wait_for_selector(f"{panel}[open][data-shown='cpu/1']")
+        state = p.page.locator(f"{panel} .an-values-state")
+        assert "rank" not in state.inner_text() and "秩" not in state.inner_text()
+        assert not p.page.locator(f"{panel} .an-rank-select").is_visible()
+        assert p.page.locator(f"{panel} .an-trace-select").input_value() == "cpu"
+        p.page.select_option(f"{panel} .an-trace-select", KEY)                  # the panel's own trace switch
+        p.page.wait_for_selector(f"{panel}[data-shown='{KEY}/1@1']")
+        rank = p.page.locator(f"{panel} .an-rank-select")
+        assert rank.is_visible() and rank.input_value() == "1"
+        assert rank.locator("option").all_inner_texts() == ["秩 rank 0 / 2", "秩 rank 1 / 2"]   # Chinese first
+        assert "秩 rank 1 / 2" in state.inner_text()
+        p.page.select_option(f"{panel} .an-trace-select", "cpu")
+        p.page.wait_for_selector(f"{panel}[data-shown='cpu/1']")
+        assert not rank.is_visible() and "rank" not in state.inner_text()
+        assert "rank=" not in p.page.evaluate("location.hash")
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
