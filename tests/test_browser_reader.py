@@ -343,6 +343,19 @@ def test_search_indexes_math_once_as_text(traced_site: Path) -> None:
     assert flow.count("MLP(RMSNorm₂") == 1                                  # the formula once, as Unicode text
 
 
+@pytest.mark.parametrize("words", ["residual", "残差", "RMSNorm", "SwiGLU"])
+def test_search_for_the_lessons_own_words_ranks_it_first(reader: Visit, words: str) -> None:
+    """"residual" ranked the lesson 9th of 14 (the experiments and the numerics page say it more often, and the
+    lesson's title said it only in Chinese): the lesson leads for its words in both languages."""
+    reader.open("index.html")
+    reader.page.focus("input.md-search__input")
+    reader.page.keyboard.type(words)
+    reader.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    reader.page.wait_for_timeout(300)   # the worker answers per keystroke: let the last answer land
+    hrefs = reader.page.eval_on_selector_all("a.md-search-result__link", "as => as.map(a => a.getAttribute('href'))")
+    assert hrefs and "lesson.html" in hrefs[0], hrefs[:12]
+
+
 def test_a_search_hit_on_a_note_lands_at_its_line(reader: Visit, traced_site: Path) -> None:
     docs = read_search_index(traced_site)["docs"]
     notes = [d for d in docs if d["location"].startswith(f"{PAGE}#L") and "<code>" in d["title"]]
