@@ -129,6 +129,9 @@ def test_traced_strip_shows_the_largest_channels_of_the_token(table, all_):
     assert math.isclose(sum(v * v for v in x) / h, d.cells["mean.0"].value, rel_tol=1e-4)
     assert set(d.cells["mean.0"].deps) == {f"sq.0.{i}" for i in chans}
     assert next(b for b in d.blocks if b.key == "g").shape.startswith("[H]")
+    stats = next(b for b in d.blocks if b.key == "stats")   # one token: "each" of them would be wrong
+    assert stats.shape == f"[token] = [{len(stats.rows)}]（每个 token 两个值 two values per token）"
+    assert "各" not in stats.shape
 
 
 def data_top() -> int:

@@ -344,7 +344,7 @@ def _norm_blocks(chans: list[int], h: int, tokens: int) -> list[Block]:
 
     return [per_token("x", "输入 Input x", "x"), per_token("sq", "平方 Squares x²", "x²"),
             Block("stats", "每个 token 的均方与均方根 Mean of squares and RMS, per token", "mean, RMS",
-                  f"[token] = [{tokens}]（各两个 two each）", "token", "", rows, ["mean", "RMS"],
+                  f"[token] = [{tokens}]（每个 token 两个值 two values per token）", "token", "", rows, ["mean", "RMS"],
                   [[f"mean.{t}", f"rms.{t}"] for t in range(tokens)]),
             Block("eps", "常数 Constant ε", "ε", "标量 scalar", "", "", [""], ["ε"], [["eps"]]),
             Block("g", "权重 Weight γ（每个通道一个，所有 token 共用 one per channel, shared by all tokens）", "γ",

@@ -16,6 +16,19 @@
     return v && typeof v === "object" && !Array.isArray(v) ? v : {};
   }
   var WORDS = { "0": "还不行 not yet", "1": "大致可以 mostly", "2": "能讲给别人听 could teach it" };
+  /* the lesson's self-assessment topics (docs/lesson.md, fieldset data-key), named as a reader knows them */
+  var TOPICS = { flow: "两个变量的数据流 the two variables", fusion: "融合的 add_rms_forward the fused add",
+                 rmsnorm: "手算 RMSNorm by hand", swiglu: "SwiGLU 的形状 SwiGLU's shapes" };
+  /* "两个变量的数据流 the two variables：能讲给别人听 could teach it" for each known topic with a known answer;
+     anything else in storage (another script's keys, objects, hand edits) is left out, never shown raw */
+  function assessed(sa) {
+    var out = [];
+    for (var k in TOPICS) {
+      if (Object.prototype.hasOwnProperty.call(sa, k) && Object.prototype.hasOwnProperty.call(WORDS, String(sa[k])))
+        out.push(TOPICS[k] + "：" + WORDS[String(sa[k])]);
+    }
+    return out;
+  }
   function init(box) {
     var store = storage();
     var key = box.getAttribute("data-store");
@@ -36,7 +49,7 @@
     }
     count();
     var sa = read(store, box.getAttribute("data-selfassess"));
-    var parts = Object.keys(sa).sort().map(function (k) { return k + ": " + (WORDS[sa[k]] || sa[k]); });
+    var parts = assessed(sa);
     if (parts.length) { box.querySelector(".an-route-sa").textContent = parts.join(" · "); }
   }
   function start() {
