@@ -201,3 +201,26 @@ def test_the_full_depth_trace_weighs_on_the_layer_opened_only(browser, built_sit
         v.shot(artifacts, "full-depth-layer-27")
     finally:
         v.close()
+
+
+def test_the_layer_switch_reaches_layer_27_of_the_full_depth_trace_on_a_phone(browser, built_site: Path,
+                                                                             artifacts: Path) -> None:
+    """On a 390 px phone, a panel under the 28-layer trace offers all 28 layers; choosing 27 shows layer 27's
+    values and puts it in the address, and the switch stays inside the screen."""
+    key = "cuda-full-depth"
+    v = Visit(browser, built_site, PHONE)
+    try:
+        v.open(QWEN3, f"#L156&layer=0&trace={key}")
+        v.page.wait_for_selector("#values-L156[open][data-shown]")
+        select = v.page.locator("#values-L156 .an-layer-select")
+        options = select.evaluate("s => Array.from(s.options).map(o => o.value)")
+        assert [str(n) for n in range(28)] == [o for o in options if o.isdigit()], options
+        box = select.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
+        select.select_option("27")
+        v.page.wait_for_function("() => location.hash.includes('layer=27')")
+        v.page.wait_for_selector(f"#values-L156[data-shown='{key}/27'] .an-rec")   # that layer's views, shown
+        assert select.input_value() == "27"
+        v.shot(artifacts, "full-depth-layer-27-phone")
+    finally:
+        v.close()
