@@ -123,7 +123,8 @@ def test_route_keeps_progress_in_this_browser(browser, lab_site: Path, artifacts
         v.open("route.html")
         steps = v.page.locator(".an-route input[type=checkbox]")
         assert steps.count() == 9                                       # lesson, exercises, check, 5 experiments, GPU
-        assert "flow: 能讲给别人听 could teach it" in v.page.locator(".an-route-sa").inner_text()
+        said = v.page.locator(".an-route-sa").inner_text()
+        assert said == "两个变量的数据流 the two variables：能讲给别人听 could teach it", said   # named, Chinese first
         steps.nth(0).check()
         steps.nth(3).check()
         assert v.page.locator(".an-route-done").inner_text() == "2"
@@ -132,6 +133,34 @@ def test_route_keeps_progress_in_this_browser(browser, lab_site: Path, artifacts
         assert v.page.locator(".an-route-done").inner_text() == "2" and steps.nth(3).is_checked()
         href = v.page.locator('.an-route li[data-step="exp-1-unfused"] a').get_attribute("href")
         assert href == "experiments/1-unfused.html"
+        # foreign values in the lesson's store (another script, a hand edit) are left out, never shown raw
+        v.page.evaluate("""localStorage.setItem('annotate.lesson.decoder-block.v1',
+            JSON.stringify({flow: {a: 1}, rmsnorm: "1", junk: "2", swiglu: [2]}))""")
+        v.page.reload()
+        said = v.page.locator(".an-route-sa").inner_text()
+        assert said == "手算 RMSNorm by hand：大致可以 mostly", said
         assert v.page.evaluate("document.documentElement.scrollWidth") <= viewport["width"]
         v.shot(artifacts, f"route-{viewport['width']}")
         assert v.non_local() == []
+
+
+ROWS_JS = """() => { const t = document.querySelector('details.an-exp-layer[open] table.an-exp-rows');
+  const box = t.closest('.an-exp-scroll');
+  return {broken: [...t.querySelectorAll('tbody code')].filter(c => c.getClientRects().length > 1).map(c => c.textContent),
+          numbers: [...t.querySelectorAll('tbody td:nth-child(n+3):nth-child(-n+5)')].filter(c => {
+                    const r = document.createRange(); r.selectNodeContents(c); return r.getClientRects().length > 1; }).length,
+          table: t.getBoundingClientRect().width, box: box.clientWidth, scroll: box.scrollWidth,
+          right: t.querySelector('thead th:last-child').getBoundingClientRect().right,
+          viewport: document.documentElement.clientWidth}; }"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, {"width": 1600, "height": 1000}], ids=["1280", "1600"])
+def test_line_by_line_table_reads_on_a_desktop(browser, lab_site: Path, artifacts: Path, viewport: dict) -> None:
+    """No variable name or number breaks inside (`input_ids` was cut every two letters), and the last column is
+    on screen: the table fits its box, nothing to scroll to."""
+    with visiting(browser, lab_site, viewport) as v:
+        v.open(f"experiments/{NAME}.html")
+        got = v.page.evaluate(ROWS_JS)
+        v.page.locator("details.an-exp-layer[open]").screenshot(path=str(artifacts / f"experiment-rows-{viewport['width']}.png"))
+    assert got["broken"] == [] and got["numbers"] == 0, got
+    assert got["scroll"] <= got["box"] + 1 and got["right"] <= got["viewport"], got

@@ -24,8 +24,8 @@
   function assessed(sa) {
     var out = [];
     for (var k in TOPICS) {
-      if (Object.prototype.hasOwnProperty.call(sa, k) && Object.prototype.hasOwnProperty.call(WORDS, String(sa[k])))
-        out.push(TOPICS[k] + "：" + WORDS[String(sa[k])]);
+      var v = Object.prototype.hasOwnProperty.call(sa, k) ? sa[k] : null;   // lesson.js writes "0" / "1" / "2"
+      if (typeof v === "string" && Object.prototype.hasOwnProperty.call(WORDS, v)) out.push(TOPICS[k] + "：" + WORDS[v]);
     }
     return out;
   }
