@@ -316,3 +316,49 @@ def test_bare_line_address_is_completed_under_a_remembered_trace(reader: Visit, 
     assert reader.page.locator("#values-L156 .an-trace-select").input_value() == key
     assert reader.page.locator("#values-L156 .an-brief").inner_text() == folded
     reader.page.evaluate("localStorage.clear()")
+
+
+# ------------------------------------------------------------------ 6. a phone: lesson links, folded summaries
+
+def test_a_lesson_value_link_lands_clear_of_the_header_and_the_bar_on_a_phone(browser, traced_site: Path,
+                                                                              artifacts: Path) -> None:
+    """The line a lesson value names lands below the fixed header (its row was under it), and the opened panel's
+    first identity (≡) stands above the fixed citation bar."""
+    context, page = phone(browser, traced_site)
+    try:
+        page.goto((traced_site / "lesson.html").as_uri())
+        links = page.eval_on_selector_all(".an-cited-value a[href*='qwen3.py.html#L']", "as => as.map(a => a.getAttribute('href'))")
+        if not links:
+            pytest.skip("the lesson cites no qwen3.py value here")
+        for href in dict.fromkeys(links):
+            page.goto((traced_site / "lesson.html").as_uri())
+            page.locator(f".an-cited-value a[href='{href}']").first.click()
+            line = href.split("#L")[1].split("&")[0]
+            page.wait_for_selector(".an-values[open] .an-view .an-id")
+            page.wait_for_selector("#an-linebar:not([hidden])")
+            page.wait_for_timeout(300)   # the bar's clearance scroll
+            header = page.locator(".md-header").bounding_box()
+            row = page.locator(f"#L{line}").bounding_box()
+            bar = page.locator("#an-linebar").bounding_box()
+            head = page.locator(".an-values[open] .an-view .an-id").first.bounding_box()   # the first ≡ line
+            assert header and row and bar and head
+            assert row["y"] >= header["y"] + header["height"] - 1, (href, row, header)
+            assert head["y"] + head["height"] <= bar["y"], (href, head, bar)
+        page.screenshot(path=str(artifacts / "state-phone-lesson-link.png"))
+    finally:
+        context.close()
+
+
+def test_folded_summaries_wrap_rather_than_cut_the_residual_identity_on_a_phone(browser, traced_site: Path) -> None:
+    context, page = phone(browser, traced_site)
+    try:
+        page.goto((traced_site / PAGE).as_uri())
+        for line in (154, 156, 158):
+            got = page.eval_on_selector(f"#values-L{line} > summary", """s => { const b = s.querySelector('.an-brief');
+                const r = document.createRange(); r.selectNodeContents(b); const rects = [...r.getClientRects()];
+                const box = s.getBoundingClientRect();
+                return {text: b.textContent, cut: s.scrollWidth > s.clientWidth + 1,
+                        inside: rects.every(q => q.right <= box.right + 1 && q.bottom <= box.bottom + 1)}; }""")
+            assert "residual ≡" in got["text"] and not got["cut"] and got["inside"], (line, got)
+    finally:
+        context.close()
