@@ -52,9 +52,9 @@ def run_budget(args: argparse.Namespace) -> int:
     if args.tokens < 1:
         raise UserError(f"--tokens {args.tokens}: expected at least 1 token; pass --tokens 32")
     config = runtime.read_model_dir(args.model)
+    check_tokens_option(args.tokens, config)
     runtime.check_depth(args.model, config)
     layers = runtime.resolve_layers(args.layers, int(config["num_hidden_layers"]), str(args.model))
-    check_tokens_option(args.tokens, config)
     disk = sum(p.stat().st_size for p in args.model.glob("*.safetensors"))
     got = budget.estimate(config, layers, args.tokens, args.dtype, "cuda", disk)
     print(render_budget(got, layers, args.tokens, args.dtype))
