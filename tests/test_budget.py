@@ -180,3 +180,20 @@ def test_trace_on_cuda_checks_memory_first(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(UserError, match=r"NVIDIA GeForce RTX 4070 Ti has 0.00 GiB free"):
         runtime.check_memory(opts, runtime.read_model_dir(folder), 2, torch.device("cuda"))
     runtime.check_memory(opts, runtime.read_model_dir(folder), 2, torch.device("cpu"))   # CPU: not checked
+
+
+def test_the_lab_page_cites_the_h200_measurement_beside_the_model() -> None:
+    """The lab page's budget table is the model's (six rows), and beside it each committed H200 peak with the
+    model's prediction for that run, Chinese first, saying where the model is under the measurement."""
+    from annotate.pages.lab_page import lab_page
+
+    page = lab_page(REPO, [])
+    config = runtime.preset_config(PRESETS["qwen3-0.6b"], 28, "bfloat16")
+    assert f"| bfloat16 | 512 | {budget.gib(budget.estimate(config, 28, 512, 'bfloat16').weights)} |" in page
+    assert sum(line.startswith("| float32 |") or line.startswith("| bfloat16 |") for line in page.splitlines()) == 6
+    assert "实测 Measured: NVIDIA H200" in page and "max_memory_allocated()" in page
+    for run in _h200_runs():
+        then = budget.estimate(config, run["layers"], run["tokens"], run["dtype"], layout=budget.MEASURED_LAYOUT)
+        line = next(x for x in page.splitlines() if x.startswith(f"- {run['layers']} 层 × {run['tokens']} token"))
+        assert f"**{run['max_allocated_gib']:.2f} GiB**" in line and budget.gib(then.device_memory) in line
+        assert ("under the measurement" in line) == (then.device_memory / budget.GIB < run["max_allocated_gib"])

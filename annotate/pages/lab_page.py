@@ -62,14 +62,16 @@ def _measured(root: Path) -> str:
         return ""
     data = json.loads(path.read_text(encoding="utf-8"))
     preset = PRESETS["qwen3-0.6b"]
-    lines = ["| 形状 shape | 实测峰值 measured peak | 预测（当时的布局）predicted (that run's layout) | 预测（现在）predicted (now) |",
-             "| --- | --- | --- | --- |"]
+    lines = []   # a list, not a table: the page's one table is the budget's
     for run in data["runs"]:
         config = runtime.preset_config(preset, int(run["layers"]), run["dtype"])
         then = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"], layout=budget.MEASURED_LAYOUT)
         now = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"])
-        lines.append(f"| {int(run['layers'])} L × {int(run['tokens'])} T | {float(run['max_allocated_gib']):.2f} GiB | "
-                     f"{budget.gib(then.device_memory)} | {budget.gib(now.device_memory)} |")
+        lines.append(f"- {int(run['layers'])} 层 × {int(run['tokens'])} token · {int(run['layers'])} layers × "
+                     f"{int(run['tokens'])} tokens：实测峰值 measured peak **{float(run['max_allocated_gib']):.2f} GiB**；"
+                     f"按当时的布局预测 predicted with that run's layout {budget.gib(then.device_memory)}"
+                     f"{_short(then.device_memory / budget.GIB, float(run['max_allocated_gib']))}；"
+                     f"按现在的代码预测 predicted for the code now {budget.gib(now.device_memory)}")
     device = esc(str(data["device"]))
     return (f"\n实测 Measured: {device}，torch {esc(str(data['torch']))}，{esc(str(data['date']))}，"
             f"`torch.cuda.max_memory_allocated()`。当时身份比对和 HF 逐行记录在 CPU 上运行；现在它们在设备上，"
@@ -77,6 +79,12 @@ def _measured(root: Path) -> str:
             f"{esc(str(data['date']))}) as `torch.cuda.max_memory_allocated()`. That run identified and traced HF's lines "
             f"on the CPU; both now run on the device, so today's prediction is higher (not yet measured on a GPU).*\n\n"
             + "\n".join(lines) + "\n")
+
+
+def _short(predicted_gib: float, measured_gib: float) -> str:
+    """Says so where the model (with the run's layout) is under what was measured: the page promises no more."""
+    under = 1 - predicted_gib / measured_gib
+    return f"（模型比实测少 {100 * under:.1f} % · the model is {100 * under:.1f} % under the measurement）" if under > 0 else ""
 
 
 def lab_page(root: Path, found: list[Experiment]) -> str:
