@@ -65,7 +65,8 @@ def _measured(root: Path) -> str:
     lines = []   # a list, not a table: the page's one table is the budget's
     for run in data["runs"]:
         config = runtime.preset_config(preset, int(run["layers"]), run["dtype"])
-        then = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"], layout=budget.MEASURED_LAYOUT)
+        layout = budget.Layout(bool(run["identify_on_device"]), bool(run["hf_lines_on_device"]))
+        then = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"], layout=layout)
         now = budget.estimate(config, int(run["layers"]), int(run["tokens"]), run["dtype"])
         lines.append(f"- {int(run['layers'])} 层 × {int(run['tokens'])} token · {int(run['layers'])} layers × "
                      f"{int(run['tokens'])} tokens：实测峰值 measured peak **{float(run['max_allocated_gib']):.2f} GiB**；"
