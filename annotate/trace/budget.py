@@ -40,7 +40,7 @@ GPU (scripts/gpu-check.sh's full-depth step measures it). At 32 tokens the model
 (2.603 GiB counted, 2.603 measured); at 512 tokens it counts 7.61 GiB, 63 MiB (0.8 %) under the measured
 7.67, with no term of its own for it: the likeliest cause is the CUDA caching allocator, which charges a
 whole cached block to a request over 1 MiB when what would be left is no more than 1 MiB (at 32 tokens
-every copy is under 1 MiB, at 512 most are over), and which a CPU measurement cannot see.
+every copy is under 1 MiB; at 512 about 47 of a layer's copies are over), and which a CPU measurement cannot see.
 tests/test_budget.py marks that bound as an expected failure (strict) rather than pad the model.
 """
 from __future__ import annotations
@@ -56,7 +56,8 @@ GIB = 2**30
 MIB = 2**20
 
 #: hidden-sized vectors (in the run's dtype) the recorder keeps per token and decoder layer: measured as
-#: the live tensor bytes the record stage adds (bfloat16, 0.6B shape: 48.25 MiB per layer at 128 tokens)
+#: the live tensor bytes the record stage adds (bfloat16, 0.6B shape: 48.25 MiB per layer at 128 tokens; some
+#: of them are float32 copies, two units each there, so the count in a float32 run is an upper bound)
 RECORDED_PER_LAYER = 193
 #: the same per token for the lines outside the decoder layers (embedding, final norm)
 RECORDED_OUTSIDE = 16
