@@ -40,6 +40,7 @@ class Row:
     setup: Callable[[Path, Path], None] | None = None  # (project, scratch) -> None: make the bad input
     needs: str = ""  # "trace": the project needs a real trace under traces/cpu first
     fresh: bool = False  # run as its own process (an experiment imports its edited vendored package anew)
+    env: tuple[tuple[str, str | None], ...] = ()  # environment variables for the run (None: unset)
 
 
 # ---------------------------------------------------------------- helpers that make bad inputs
@@ -575,6 +576,16 @@ ROWS: tuple[Row, ...] = (
     Row("checkpoint", "--init-method 却没有 --tp", "--init-method without --tp",
         ("trace", "--preset", "tiny", "--init-method", "tcp://127.0.0.1:1", "--out", "{t}/out"),
         "only a --tp run"),
+    Row("checkpoint", "--init-method 的文件在 /proc 下", "--init-method file:// under /proc",
+        ("trace", "--preset", "tiny", "--tp", "2", "--init-method", "file:///proc/annotate-rdv/x", "--out", "{t}/out"),
+        "--init-method file:///proc/annotate-rdv/x: the ranks cannot make their store in /proc/annotate-rdv"),
+    Row("checkpoint", "--init-method 的文件夹不存在", "--init-method file:// in a folder that does not exist",
+        ("trace", "--preset", "tiny", "--tp", "2", "--init-method", "file:///nonexistent-dir/a/b", "--out", "{t}/out"),
+        "the ranks cannot make their store in /nonexistent-dir/a (No such file or directory)"),
+    Row("checkpoint", "环境里留着 RANK/WORLD_SIZE 却没有 MASTER_ADDR", "RANK=0 WORLD_SIZE=2 left set without MASTER_ADDR",
+        ("trace", "--preset", "tiny", "--tp", "2", "--out", "{t}/out"),
+        "RANK=0 WORLD_SIZE=2 are set but MASTER_ADDR and MASTER_PORT are not",
+        env=(("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", None), ("MASTER_PORT", None))),
     # experiments (experiments/NAME.yml): refused before anything is traced or written
     Row("experiment", "没有这个实验文件", "no such experiment file", ("experiment", "nope"),
         "experiment 'nope': no experiments/nope.yml"),

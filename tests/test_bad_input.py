@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -62,9 +63,22 @@ def run(row: Row, project: Path, scratch: Path) -> tuple[int, str, str]:
                               timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         return done.returncode, done.stdout, done.stderr
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), environment(dict(row.env)):
         rc = main(argv)
     return rc, out.getvalue(), err.getvalue()
+
+
+@contextlib.contextmanager
+def environment(changes: dict[str, str | None]) -> Iterator[None]:
+    """``os.environ`` with ``changes`` (None: unset) for the length of one row's run."""
+    saved = {k: os.environ.get(k) for k in changes}
+    for key, value in changes.items():
+        os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.en for r in ROWS])

@@ -1,6 +1,7 @@
 """annotate.trace.parallel: the --tp launcher — rendezvous, a rank that fails, no stray processes."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -14,7 +15,8 @@ import pytest
 
 from annotate.errors import UserError
 from annotate.trace.options import TraceOptions
-from annotate.trace.parallel import check_port, failure, free_port, rendezvous
+from annotate.trace import parallel
+from annotate.trace.parallel import check_file_store, check_port, failure, free_port, rendezvous
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,6 +36,89 @@ def test_a_port_in_use_is_one_line() -> None:
             check_port(f"tcp://127.0.0.1:{port}")
     check_port(f"tcp://127.0.0.1:{free_port()}")   # free again: accepted
     check_port("file:///tmp/some-store")           # not a port: nothing to check
+
+
+@pytest.mark.parametrize("url, folder", [("file:///proc/annotate-rdv/x", "/proc/annotate-rdv"),
+                                         ("file:///nonexistent-dir/a/b", "/nonexistent-dir/a")])
+def test_a_file_store_no_rank_can_make_is_one_line_before_any_rank_starts(url: str, folder: str) -> None:
+    """Both ranks waited out the collectives' 600 s for a store that could never open."""
+    with pytest.raises(UserError) as err:
+        check_file_store(url)
+    msg = str(err.value)
+    assert msg.startswith(f"--init-method {url}: the ranks cannot make their store in {folder} (") and "\n" not in msg
+    assert not Path(folder).exists()
+
+
+def test_a_file_store_in_a_writable_folder_passes_and_leaves_nothing(tmp_path: Path) -> None:
+    check_file_store(f"file://{tmp_path}/store")
+    check_file_store("tcp://127.0.0.1:1")            # not a file store: nothing to check
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UserError, match="got a folder or no path"):
+        check_file_store(f"file://{tmp_path}")
+
+
+def _silent_listener() -> tuple[socket.socket, list[socket.socket]]:
+    """A port on 127.0.0.1 that accepts connections and never says a word (loopback only)."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(server.accept()[0])
+    threading.Thread(target=serve, daemon=True).start()
+    return server, accepted
+
+
+def _trace_tp2(tmp_path: Path) -> tuple[int, str]:
+    import contextlib as cl
+    import io
+
+    from annotate.cli import main
+
+    err = io.StringIO()
+    with cl.redirect_stderr(err), cl.redirect_stdout(io.StringIO()):
+        rc = main(["--root", str(ROOT), "trace", "--preset", "tiny", "--tp", "2", "--out", str(tmp_path / "out")])
+    return rc, err.getvalue()
+
+
+def test_a_rendezvous_host_that_never_answers_is_one_line_after_the_short_timeout(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torchrun rank whose master accepts and never answers: the store's own timeout never fires, so the
+    rank waited with no word; now the rendezvous has its own short limit, apart from the collectives'."""
+    server, accepted = _silent_listener()
+    monkeypatch.setattr(parallel, "RENDEZVOUS_TIMEOUT_S", 2)
+    for key, value in {"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(server.getsockname()[1])}.items():
+        monkeypatch.setenv(key, value)
+    try:
+        rc, err = _trace_tp2(tmp_path)
+    finally:
+        for conn in accepted:
+            conn.close()
+        server.close()
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("annotate: error: --tp 2: the ranks did not meet at the rendezvous env:// within 2 s "
+                               "(its store did not answer); check MASTER_ADDR:MASTER_PORT"), lines[0]
+    assert accepted and parallel.RENDEZVOUS_TIMEOUT_S < parallel.COLLECTIVE_TIMEOUT_S
+    assert not (tmp_path / "out").exists()
+
+
+def test_rank_and_world_size_left_without_master_addr_is_one_line(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("MASTER_ADDR", raising=False)
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    rc, err = _trace_tp2(tmp_path)
+    assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "RANK=0 WORLD_SIZE=2 are set but MASTER_ADDR and MASTER_PORT are not" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_failure_names_the_rank_that_went_first(tmp_path: Path) -> None:

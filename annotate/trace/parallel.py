@@ -19,6 +19,7 @@ its own rank and rank 0 writes: see docs/guide/tensor-parallel.md.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -29,7 +30,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 from annotate.errors import UserError
@@ -38,6 +39,9 @@ from annotate.trace.options import TraceOptions
 
 #: how long a rank waits for the others in one collective (the first one waits out a peer's compile)
 COLLECTIVE_TIMEOUT_S = 600
+#: how long a rank waits for the others to meet at the rendezvous (they start within seconds of each other:
+#: a rendezvous that cannot form is said in one line, not after the collectives' ten minutes)
+RENDEZVOUS_TIMEOUT_S = 60
 #: how long the launcher waits, after the first rank fails, for the others' causes to arrive
 GRACE_S = 1.0
 RANKS_DIR = "ranks"
@@ -73,12 +77,35 @@ def check_port(init_method: str) -> None:
                             "pass another port, or leave --init-method out to use a free one") from None
 
 
+def check_file_store(init_method: str) -> None:
+    """A `file://` rendezvous whose file cannot be made is one line, before any rank starts (each rank
+    would otherwise wait out the collectives' timeout for a store that never opens). ``os.access`` says
+    yes to root everywhere, ``/proc`` included, so a probe file is made beside it and removed at once."""
+    url = urlparse(init_method)
+    if url.scheme != "file":
+        return
+    path = Path(url.path)
+    if not url.path or path.is_dir():
+        raise UserError(f"--init-method {init_method}: expected file:///path/to/a/file (the ranks' shared store), "
+                        "got a folder or no path; name a file in a writable folder, or leave --init-method out")
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".annotate-rdv-probe-", dir=path.parent)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"--init-method {init_method}: the ranks cannot make their store in {path.parent} "
+                        f"({exc.strerror or exc}); name a file in an existing, writable folder, or leave "
+                        "--init-method out to use a free local port") from None
+
+
 def rendezvous(opts: TraceOptions) -> Rendezvous:
-    """The run's rendezvous: `--init-method` as given (a local tcp port is checked), else a free port."""
+    """The run's rendezvous: `--init-method` as given (a local tcp port and a file store's folder are
+    checked), else a free port."""
     backend = "nccl" if opts.device == "cuda" else "gloo"
     if opts.init_method is None:
         return Rendezvous(backend, f"tcp://127.0.0.1:{free_port()}", opts.tp)
     check_port(opts.init_method)
+    check_file_store(opts.init_method)
     return Rendezvous(backend, opts.init_method, opts.tp)
 
 
@@ -90,6 +117,17 @@ def torchrun_rank() -> tuple[int, int] | None:
     return int(rank), int(world)
 
 
+def check_torchrun_env() -> None:
+    """RANK / WORLD_SIZE without MASTER_ADDR / MASTER_PORT is no torchrun start (torchrun sets all four):
+    left over in a shell, they made `--tp` a torchrun rank whose rendezvous failed with a traceback."""
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if not os.environ.get(k)]
+    if missing:
+        given = " ".join(f"{k}={os.environ.get(k)}" for k in ("RANK", "WORLD_SIZE"))
+        raise UserError(f"{given} are set but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: "
+                        "torchrun sets all four; unset RANK and WORLD_SIZE to let --tp start its own ranks, "
+                        "or start annotate under torchrun")
+
+
 def run_parallel_trace(req: Any, progress: Progress) -> Any:
     """`annotate trace --tp N`: the pipeline's checks and output lock, then :func:`launch`. Under
     `torchrun`, a rank other than 0 writes nothing: it joins, records and hands its records over."""
@@ -99,6 +137,7 @@ def run_parallel_trace(req: Any, progress: Progress) -> Any:
     check_options(req.options)
     ran = torchrun_rank()
     if ran is not None:
+        check_torchrun_env()
         rank, world = ran
         if world != req.options.tp:
             raise UserError(f"--tp {req.options.tp}: torchrun started {world} processes (WORLD_SIZE); "
@@ -137,13 +176,32 @@ def launch(req: Any, opts: TraceOptions, out: Path, key: dict[str, Any], facts: 
                              name=f"annotate-rank{r}", daemon=True) for r in range(opts.tp)]
         with progress.step("ranks", f"{opts.tp} ranks: build, compile, record; rank 0 identifies and writes"):
             try:
-                for p in procs:
-                    p.start()
+                with quiet_c10d():
+                    for p in procs:
+                        p.start()
                 supervise(procs, Path(work), opts.tp)
             finally:
                 stop(procs)
                 runtime.sweep_temp()   # what a killed rank could not clean up (its checkpoint, its store)
     return pipeline.TraceResult(out, False, written_payload(out), dict(progress.timings))
+
+
+#: the ranks' torch C++ log: errors only, no stack frames (a store retrying its connection printed hundreds
+#: of lines a rank; what fails reaches the launcher as the rank's one line)
+C10D_QUIET = {"TORCH_CPP_LOG_LEVEL": "FATAL", "TORCH_SHOW_CPP_STACKTRACES": "0"}
+
+
+@contextlib.contextmanager
+def quiet_c10d() -> Iterator[None]:
+    """The environment a spawned rank starts with (read when it imports torch): :data:`C10D_QUIET`, unless the
+    person set these variables (to debug, say)."""
+    added = [k for k in C10D_QUIET if k not in os.environ]
+    os.environ.update({k: C10D_QUIET[k] for k in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 def written_payload(out: Path) -> dict[str, Any]:
@@ -218,14 +276,69 @@ def rank_main(rank: int, rv: Rendezvous, req: Any, opts: TraceOptions, out: Path
 
 
 def join_group(rank: int, rv: Rendezvous, device: str) -> None:
-    """torch.distributed's group for this rank (one GPU a rank under NCCL)."""
+    """torch.distributed's group for this rank (one GPU a rank under NCCL): every rank meets the others
+    within :data:`RENDEZVOUS_TIMEOUT_S` (:func:`meet`), then the group's collectives get the long timeout."""
     import torch
     import torch.distributed as dist
 
     if device == "cuda":
         torch.cuda.set_device(rank % max(torch.cuda.device_count(), 1))
-    dist.init_process_group(rv.backend, init_method=rv.init_method, rank=rank, world_size=rv.world,
+    store = meet(rank, rv)
+    store.set_timeout(timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+    dist.init_process_group(rv.backend, store=store, rank=rank, world_size=rv.world,
                             timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
+
+
+def meet(rank: int, rv: Rendezvous) -> Any:
+    """The rendezvous' store, once all ``rv.world`` ranks have checked in; a rendezvous that does not form
+    within :data:`RENDEZVOUS_TIMEOUT_S` (a host that does not answer, a store that cannot open, a rank
+    that never comes) is one UserError line."""
+    limit = RENDEZVOUS_TIMEOUT_S
+    deadline = time.monotonic() + limit
+    try:
+        store = _open_store(rank, rv, limit)
+        joined = store.add("annotate/joined", 1)
+        while joined < rv.world and time.monotonic() < deadline:
+            time.sleep(0.1)
+            joined = store.add("annotate/joined", 0)
+    except UserError:
+        raise
+    except Exception as exc:   # torch's store errors carry C++ context: the first line says it
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise UserError(_no_rendezvous(rv, limit, reason)) from None
+    if joined < rv.world:
+        raise UserError(_no_rendezvous(rv, limit, f"{joined} of {rv.world} ranks arrived"))
+    return store
+
+
+def _open_store(rank: int, rv: Rendezvous, limit: float) -> Any:
+    """torch's store for ``rv``, opened in a helper thread: a TCP store whose host accepts and never answers
+    blocks its constructor past any timeout given to it, so this waits ``limit`` seconds at most."""
+    from torch.distributed import rendezvous as torch_rendezvous
+
+    got: dict[str, Any] = {}
+
+    def open_it() -> None:
+        try:
+            got["store"] = next(torch_rendezvous(rv.init_method, rank, rv.world, timeout=timedelta(seconds=limit)))[0]
+        except Exception as exc:
+            got["error"] = exc
+
+    opener = threading.Thread(target=open_it, name="annotate-rendezvous", daemon=True)
+    opener.start()
+    opener.join(limit)
+    if opener.is_alive():
+        raise UserError(_no_rendezvous(rv, limit, "its store did not answer"))
+    if "error" in got:
+        raise got["error"]
+    return got["store"]
+
+
+def _no_rendezvous(rv: Rendezvous, limit: float, reason: str) -> str:
+    where = "MASTER_ADDR:MASTER_PORT" if rv.init_method == "env://" else "--init-method"
+    return (f"--tp {rv.world}: the ranks did not meet at the rendezvous {rv.init_method} within {limit:g} s "
+            f"({reason}); check {where} (a host and port every rank reaches, a file in a shared folder), "
+            "or leave --init-method out to use a free local port")
 
 
 def run_rank(rank: int, rv: Rendezvous, req: Any, opts: TraceOptions, out: Path, key: dict[str, Any],
