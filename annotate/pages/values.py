@@ -32,6 +32,7 @@ from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, ambiguous_text, esc, 
                                      layer_name, margin_text, math_words, nearest_shown, num, sup_label,
                                      NEAREST_BOUND)
 from annotate.pages.vs_cpu import CpuPeer, find_cpu_peer
+from annotate.safe_html import literal
 from annotate.trace.schema import LineRecord, VarRecord
 from annotate.trace.store import Trace
 
@@ -175,9 +176,10 @@ class ValuesPanel:
                 f'<div class="an-values-body">{controls}{self._compare(path, start)}</div></details>')
 
     def _compare(self, path: str, start: int) -> str:
-        """Links to the experiments that edit this file, at this line's rows ('' when none does)."""
+        """Links to the experiments that edit this file, at this line's rows ('' when none does); an experiment's
+        title is its author's text, shown as written (:func:`annotate.safe_html.literal`)."""
         links = [f'<a class="an-compare" href="{esc(relative(page_src_uri(path), uri.removesuffix(".md") + ".html"))}'
-                 f'#{esc(compare_anchor(path, start))}">{esc(title)}</a>' for uri, title in self.experiments.get(path, [])]
+                 f'#{esc(compare_anchor(path, start))}">{literal(title)}</a>' for uri, title in self.experiments.get(path, [])]
         return f'<p class="an-compare-line">对照实验 compare with experiment: {" · ".join(links)}</p>' if links else ""
 
     @staticmethod
