@@ -11,6 +11,10 @@
 # OUTDIR/cuda/bandwidth.json  fused add_rms_forward vs its eager body vs a copy of the same bytes
 # OUTDIR/cuda/bench-trace.json  the recorder's cost on the GPU: bench/bench_trace.py's overhead rows
 #                             (tiny and qwen3-0.6b 4L 32T shapes, lines and lines + replays, the floors)
+# OUTDIR/full-depth/trace.json  the whole qwen3-0.6b shape: 28 layers, 512 tokens, bfloat16
+# OUTDIR/full-depth/scale.json  that trace's peak device memory (torch.cuda.max_memory_allocated(), read in
+#                             the process that traced), what `annotate budget` predicts for it, the trace's
+#                             stage times (meta.timings) and how many identities ended in each status
 #
 # The image (the device tool's notes on the nvidia-h200 kind): python3 is itself a venv with torch 2.11+CUDA,
 # triton 3.6, transformers 5.x, tokenizers 0.23, huggingface-hub 1.x; no tree-sitter; no network.
@@ -24,16 +28,18 @@
 # The call, with the device tool's `run`:
 #   command:  bash scripts/gpu-check.sh "$OUT" gpu-wheels
 #   carry:    ["vendor/nano-vllm", "gpu-wheels"]
-#   timeout_s: 590          (the step timeouts below sum to 560 s; about 4 minutes are
+#   timeout_s: 540          (the step timeouts below sum to 480 s; about 4 minutes are
 #                           expected, plus the machine's start)
 # Afterwards, here: copy the returned cuda/ folder to traces/cuda and commit it (trace.json,
 # kernels.txt, bandwidth.json hold no upstream text: tests/test_no_upstream_text.py checks), and
 # bench-trace.json to bench/results/trace-cuda.json (then `python -m annotate.bench_table` puts it in
-# docs/guide/performance.md); the log is for reading. The site shows the trace on today's lines even after a vendor update.
+# docs/guide/performance.md); full-depth/scale.json's peak and stage times beside the earlier ones in
+# bench/results/gpu-h200-full-depth.json (tests/test_budget.py holds the budget to them); the log is for reading. The site shows the trace on today's lines even after a vendor update.
 #
 # Rehearsal on a CPU (tests/test_gpu_check.py runs it against a copy of the image's layout):
 #   GPU_CHECK_REHEARSE=1 PATH=/path/to/image-venv/bin:$PATH bash scripts/gpu-check.sh OUTDIR gpu-wheels
-# selects device cpu, smaller bandwidth sizes and C++ kernels; every other line is the same.
+# selects device cpu, smaller bandwidth sizes, C++ kernels and a full-depth step of 2 layers × 16 tokens;
+# every other line is the same.
 # Exit status: 0 when every step passed, 1 otherwise (each step still runs; its log comes back); 2 when
 # refused before any step (one line on stderr, nothing written): an OUTDIR that is a file or cannot be
 # created and written, carried wheels whose names or versions differ from scripts/gpu-wheels.txt, or
@@ -46,8 +52,10 @@ PY="${PYTHON:-python3}"
 REHEARSE="${GPU_CHECK_REHEARSE:-0}"
 if [ "$REHEARSE" = 1 ]; then
   DEVICE=cpu; LANG_WANTED=cpp; TOKENS_BW=2048; REPEATS=5; CALLS=5; BENCH=(--shapes tiny --rounds 2)
+  DEPTH_LAYERS=2; DEPTH_TOKENS=16
 else
   DEVICE=cuda; LANG_WANTED=triton; TOKENS_BW=32768; REPEATS=20; CALLS=100; BENCH=(--rounds 20)
+  DEPTH_LAYERS=28; DEPTH_TOKENS=512
 fi
 
 # ---- preflight: refuse at once, before any step, with one line (file, what is wrong, the fix); exit 2,
@@ -129,7 +137,7 @@ main() {
 step "interpreter, packages, CUDA and GPU (device $DEVICE$([ "$REHEARSE" = 1 ] && echo ', CPU rehearsal'))"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 versions
-run cuda 30 "$PY" -c '
+run cuda 20 "$PY" -c '
 import sys, torch
 print("torch", torch.__version__, "| CUDA", torch.version.cuda, "| available:", torch.cuda.is_available())
 if torch.cuda.is_available():
@@ -137,11 +145,11 @@ if torch.cuda.is_available():
 sys.exit(0 if torch.cuda.is_available() or sys.argv[1] == "cpu" else 1)' "$DEVICE"
 
 step "carried wheels from $WHEELS → $SITE (--no-index --no-deps --target; names and versions checked before step 1)"
-run install 60 "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \
+run install 40 "$PY" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir \
   --disable-pip-version-check --target "$SITE" "$WHEELS"/*.whl
 export PYTHONPATH="$SITE:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 versions
-run imports 30 "$PY" -c '
+run imports 20 "$PY" -c '
 import transformers, tokenizers, huggingface_hub, torch, triton
 print("imported: transformers", transformers.__version__, "| tokenizers", tokenizers.__version__,
       "| huggingface-hub", huggingface_hub.__version__, "| torch", torch.__version__, "| triton", triton.__version__)
@@ -149,12 +157,12 @@ assert transformers.__version__.startswith("4."), "the carried transformers < 5 
 
 step "$DEVICE trace (qwen3-0.6b shape, 4 layers, 32 tokens, bfloat16)"
 # its report quotes vendored lines: kept beside SITE (not brought back), only its first line is logged
-run trace 200 "$PY" -m annotate trace --device "$DEVICE" --preset qwen3-0.6b --layers 4 --tokens 32 \
+run trace 90 "$PY" -m annotate trace --device "$DEVICE" --preset qwen3-0.6b --layers 4 --tokens 32 \
   --dtype bfloat16 --out "$TRACE" --force > "$SITE.trace-report.txt"
 head -n 1 "$SITE.trace-report.txt"
 
 step "kernel source captured ($LANG_WANTED) → $TRACE/kernels.txt"
-run kernels 20 env TRACE="$TRACE" LANG_WANTED="$LANG_WANTED" "$PY" - <<'PY'
+run kernels 15 env TRACE="$TRACE" LANG_WANTED="$LANG_WANTED" "$PY" - <<'PY'
 import os
 from pathlib import Path
 from annotate.trace.store import load_trace
@@ -174,14 +182,60 @@ print("compiled paths ran compiled:", t.meta["compiled"]["ran_compiled"])
 PY
 
 step "fused add_rms_forward vs eager body vs copy of the same bytes → $TRACE/bandwidth.json"
-run bandwidth 60 "$PY" -m annotate.trace.bandwidth --device "$DEVICE" --dtype bfloat16 --tokens "$TOKENS_BW" \
+run bandwidth 50 "$PY" -m annotate.trace.bandwidth --device "$DEVICE" --dtype bfloat16 --tokens "$TOKENS_BW" \
   --hidden 1024 --repeats "$REPEATS" --calls "$CALLS" --out "$TRACE/bandwidth.json"
 
 step "GPU tests (pytest -m gpu; they skip without CUDA)"
-run gpu-tests 60 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_cli_trace.py
+run gpu-tests 50 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/test_cli_trace.py
 
 step "the recorder's cost on $DEVICE (bench/bench_trace.py: ratios to a plain forward) → $TRACE/bench-trace.json"
-run bench 100 "$PY" bench/bench_trace.py --device "$DEVICE" --no-identify "${BENCH[@]}" --out "$TRACE/bench-trace.json"
+run bench 60 "$PY" bench/bench_trace.py --device "$DEVICE" --no-identify "${BENCH[@]}" --out "$TRACE/bench-trace.json"
+
+step "full depth: $DEVICE trace of the qwen3-0.6b shape, $DEPTH_LAYERS layers × $DEPTH_TOKENS tokens → $OUTDIR/full-depth/"
+# traced and measured in one process: max_memory_allocated() is this process's peak; the trace's folder
+# is written beside SITE (not brought back) and only its trace.json is copied into OUTDIR
+mkdir -p "$OUTDIR/full-depth"
+run full-depth 135 env DEPTH_OUT="$OUTDIR/full-depth" DEPTH_WORK="$WORK/full-depth" DEVICE="$DEVICE" \
+  DEPTH_LAYERS="$DEPTH_LAYERS" DEPTH_TOKENS="$DEPTH_TOKENS" "$PY" - <<'PY'
+import collections, contextlib, json, os, shutil, time
+from pathlib import Path
+import torch
+from annotate.cli import main
+from annotate.trace import budget, runtime
+from annotate.trace.options import PRESETS
+out, work, device = Path(os.environ["DEPTH_OUT"]), Path(os.environ["DEPTH_WORK"]), os.environ["DEVICE"]
+layers, tokens = int(os.environ["DEPTH_LAYERS"]), int(os.environ["DEPTH_TOKENS"])
+report = work.parent / "full-depth-report.txt"   # it quotes vendored lines: kept beside SITE, first line logged
+start = time.perf_counter()
+with open(report, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+    rc = main(["trace", "--device", device, "--preset", "qwen3-0.6b", "--layers", str(layers), "--tokens", str(tokens),
+               "--dtype", "bfloat16", "--out", str(work), "--force", "--quiet"])
+wall = time.perf_counter() - start
+print(report.read_text(encoding="utf-8").partition("\n")[0])
+cuda = device == "cuda"
+peak = torch.cuda.max_memory_allocated() if cuda else None
+reserved = torch.cuda.max_memory_reserved() if cuda else None
+trace = json.loads((work / "trace.json").read_text(encoding="utf-8")) if rc == 0 else None
+if trace is not None:
+    shutil.copyfile(work / "trace.json", out / "trace.json")
+statuses = collections.Counter(v["identity"]["status"] for r in (trace or {}).get("records", [])
+                               for v in r["vars"] if v.get("identity"))
+config = runtime.preset_config(PRESETS["qwen3-0.6b"], layers, "bfloat16")
+predicted = budget.estimate(config, layers, tokens, "bfloat16", device)
+gib = lambda n: None if n is None else n / budget.GIB
+scale = {"rc": rc, "device": device, "device_name": torch.cuda.get_device_name(0) if cuda else "cpu",
+         "torch": torch.__version__, "layers": layers, "tokens": tokens, "dtype": "bfloat16", "wall_s": round(wall, 2),
+         "identify_on_device": budget.CURRENT_LAYOUT.identify_on_device,
+         "hf_lines_on_device": budget.CURRENT_LAYOUT.hf_lines_on_device,
+         "max_allocated_gib": gib(peak), "max_reserved_gib": gib(reserved),
+         "predicted_gib": gib(predicted.device_memory),
+         "predicted_stages_gib": {k: gib(v) for k, v in predicted.stages().items()},
+         "timings": (trace or {}).get("meta", {}).get("timings"), "statuses": dict(statuses)}
+(out / "scale.json").write_text(json.dumps(scale, indent=1) + "\n", encoding="utf-8")
+print(json.dumps({k: scale[k] for k in ("rc", "wall_s", "max_allocated_gib", "predicted_gib", "statuses")}))
+print("stage times (s):", scale["timings"])
+raise SystemExit(rc)
+PY
 
 step "what comes back from $OUTDIR (at most 8 files, 2 folders deep)"
 (cd "$OUTDIR" && find . -type f | sort | while read -r f; do printf '  %8d  %s\n' "$(stat -c %s "$f")" "$f"; done)
