@@ -348,6 +348,9 @@ def full_trace() -> None:
 
 
 def main(argv: list[str]) -> None:
+    if "--help" in argv or "-h" in argv:   # say what it does; run nothing, write nothing
+        print(__doc__)
+        return
     threads = int(argv[argv.index("--threads") + 1]) if "--threads" in argv else 1
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     # 1 thread: on a loaded machine OpenMP would spin against other processes; per-line costs are
