@@ -144,13 +144,16 @@ def test_route_keeps_progress_in_this_browser(browser, lab_site: Path, artifacts
         assert v.non_local() == []
 
 
-ROWS_JS = """() => { const t = document.querySelector('details.an-exp-layer[open] table.an-exp-rows');
-  const box = t.closest('.an-exp-scroll');
-  return {broken: [...t.querySelectorAll('tbody code')].filter(c => c.getClientRects().length > 1).map(c => c.textContent),
-          numbers: [...t.querySelectorAll('tbody td:nth-child(n+3):nth-child(-n+5)')].filter(c => {
+ROWS_JS = """() => { document.querySelectorAll('details.an-exp-layer').forEach(d => { d.open = true; });
+  const tables = [...document.querySelectorAll('table.an-exp-rows')];
+  const cells = sel => tables.flatMap(t => [...t.querySelectorAll(sel)]);
+  return {broken: cells('tbody code').filter(c => c.getClientRects().length > 1).map(c => c.textContent),
+          numbers: cells('tbody td:nth-child(n+3):nth-child(-n+5)').filter(c => {
                     const r = document.createRange(); r.selectNodeContents(c); return r.getClientRects().length > 1; }).length,
-          table: t.getBoundingClientRect().width, box: box.clientWidth, scroll: box.scrollWidth,
-          right: t.querySelector('thead th:last-child').getBoundingClientRect().right,
+          table: Math.max(...tables.map(t => t.getBoundingClientRect().width)),
+          box: Math.min(...tables.map(t => t.closest('.an-exp-scroll').clientWidth)),
+          scroll: Math.max(...tables.map(t => t.closest('.an-exp-scroll').scrollWidth)),
+          right: Math.max(...tables.map(t => t.querySelector('thead th:last-child').getBoundingClientRect().right)),
           viewport: document.documentElement.clientWidth}; }"""
 
 
@@ -161,6 +164,6 @@ def test_line_by_line_table_reads_on_a_desktop(browser, lab_site: Path, artifact
     with visiting(browser, lab_site, viewport) as v:
         v.open(f"experiments/{NAME}.html")
         got = v.page.evaluate(ROWS_JS)
-        v.page.locator("details.an-exp-layer[open]").screenshot(path=str(artifacts / f"experiment-rows-{viewport['width']}.png"))
+        v.page.locator("details.an-exp-layer[open]").nth(1).screenshot(path=str(artifacts / f"experiment-rows-{viewport['width']}.png"))
     assert got["broken"] == [] and got["numbers"] == 0, got
     assert got["scroll"] <= got["box"] + 1 and got["right"] <= got["viewport"], got
