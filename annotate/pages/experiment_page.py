@@ -10,6 +10,7 @@ the single statements the experiment file cites.
 from __future__ import annotations
 
 import functools
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,12 +26,16 @@ from annotate.pages.plots import LIGHT, Theme, figure_html, themed_files
 from annotate.pages.tracefmt import esc, num
 from annotate.pages.values import compare_anchor
 from annotate.project import Project
+from annotate.safe_html import literal, single_line
 from annotate.source import SourceFile, normalise
 from annotate.trace.reference import MATH_VARS
 
 FOLDER = "experiments"
 EXPERIMENTS_INDEX = f"{FOLDER}/index.md"
-TRACES = f"{Project.TRACES_DIR}/experiments"
+TRACES = Project.EXPERIMENT_TRACES_DIR
+#: what MkDocs' templates would read as markup in a page title (they insert it unescaped, and Material's
+#: <title> even unescapes entities): shown as their full-width forms there, exactly on the page itself
+_TITLE_MARKUP = str.maketrans({"<": "＜", ">": "＞", "&": "＆", '"': "＂", "'": "＇"})
 
 
 @dataclass
@@ -57,7 +62,7 @@ def experiment_pages(root: Path, sources: Mapping[str, SourceFile]) -> Experimen
     out = ExperimentPages()
     found = ex.load_experiments(root)
     for experiment in found:
-        out.titles[experiment.name] = f"{experiment.title.zh} · {experiment.title.en}"
+        out.titles[experiment.name] = title_text(experiment)
         for path in experiment.files:
             out.touched.setdefault(path, []).append(experiment.name)
         lines = _edit_lines(experiment, sources, out.problems)
@@ -116,12 +121,23 @@ def _comparison(root: Path, name: str) -> ExperimentComparison | None:
                         f"`annotate experiment {name} --force`") from None
 
 
+def title_text(experiment: ex.Experiment) -> str:
+    """The experiment's title as one line of plain text, "zh · en" (the front matter's, the compare links')."""
+    return single_line(f"{experiment.title.zh} · {experiment.title.en}").translate(_TITLE_MARKUP)
+
+
+def front_matter(title: str) -> str:
+    """YAML front matter with ``title`` as one quoted scalar (JSON is YAML): no text can end or extend it."""
+    return f"---\ntitle: {json.dumps(title, ensure_ascii=False)}\n---\n"
+
+
 def render(experiment: ex.Experiment, lines: list[int | None], comparison: ExperimentComparison | None, uri: str) -> str:
-    """The Markdown of one experiment page."""
+    """The Markdown of one experiment page. The title and hypothesis are shown exactly as written
+    (:func:`annotate.safe_html.literal`, in raw HTML blocks): never Markdown, links or tags."""
     t, h = experiment.title, experiment.hypothesis
-    parts = [f"---\ntitle: {esc(t.zh)} · {esc(t.en)}\n---\n# {esc(t.zh)} · {esc(t.en)}\n",
-             f'<p class="an-exp-hypothesis" lang="zh">假设：{esc(h.zh)}</p>\n'
-             f'<p class="an-exp-hypothesis" lang="en">Hypothesis: {esc(h.en)}</p>\n',
+    parts = [f"{front_matter(title_text(experiment))}<h1>{literal(single_line(t.zh))} · {literal(single_line(t.en))}</h1>\n",
+             f'<p class="an-exp-hypothesis" lang="zh">假设：{literal(h.zh)}</p>\n'
+             f'<p class="an-exp-hypothesis" lang="en">Hypothesis: {literal(h.en)}</p>\n',
              "## 改动 · The edit\n", _edits(experiment, lines, uri)]
     if comparison is None:
         parts.append(f'\n<p class="an-exp-missing">还没有这个实验的轨迹 — not recorded yet: run '
@@ -243,7 +259,7 @@ def index(found: list[ex.Experiment], root: Path) -> str:
     rows = []
     for x in found:
         recorded = (root / TRACES / x.name / "trace.json").is_file()
-        rows.append(f"| [{esc(x.title.zh)} · {esc(x.title.en)}]({esc(x.name)}.md) | "
+        rows.append(f"| [{literal(single_line(x.title.zh))} · {literal(single_line(x.title.en))}]({esc(x.name)}.md) | "
                     f"{'已记录 recorded' if recorded else '未记录 not recorded'} | `annotate experiment {esc(x.name)}` |")
     return ("---\ntitle: 实验 · Experiments\n---\n# 实验：改一行真代码 · Experiments on the real code\n\n"
             "每个实验在 nano-vllm 的一个临时副本上按锚点改动一两条语句，用与基线相同的选项重新运行并记录轨迹，"
