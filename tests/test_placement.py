@@ -116,7 +116,7 @@ def test_a_committed_device_trace_from_another_pin_is_a_notice_not_a_refusal(tmp
     assert status.startswith(f"记录于 {OTHER_PIN[:10]}") and f"recorded at {OTHER_PIN[:10]}" in status
     assert "1 recorded line(s) no longer exist" in status
     notice = view.file_notice(QWEN3)
-    assert notice.startswith("traces/cuda（GPU · bfloat16 (NVIDIA H200)）记录于") and f"L{CHANGED + SHIFT}" in notice
+    assert notice.startswith("traces/cuda（H200 · CUDA · bfloat16）记录于") and f"L{CHANGED + SHIFT}" in notice
     from annotate.pages.values import ValuesPanel
 
     banner = ValuesPanel(traces).banner_html(QWEN3)
