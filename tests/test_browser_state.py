@@ -168,8 +168,9 @@ def test_panel_header_names_layer_and_trace_with_the_switch_beside_it(browser, t
         v.open(PAGE, "#L156&layer=2&trace=cpu")
         v.page.wait_for_selector("#values-L156[open][data-shown='cpu/2']")
         state = v.page.locator("#values-L156 > summary .an-values-state")
-        rank = " · rank 0" if v.page.locator("#values-L156 .an-rank-select").count() else ""   # a TP trace on the page
-        assert state.is_visible() and state.inner_text() == f"第 2 层 layer 2{rank} · 运行 trace {label['cpu']}"
+        # no rank words under a one-rank trace; the label may name the shape where another trace reads alike
+        assert state.is_visible() and state.inner_text().startswith(f"第 2 层 layer 2 · 运行 trace {label['cpu']}")
+        assert "rank" not in state.inner_text()
         switch = v.page.locator("#values-L156 .an-values-controls .an-trace-select")
         assert switch.is_visible() and switch.input_value() == "cpu"
         head, box = state.bounding_box(), switch.bounding_box()
@@ -177,7 +178,7 @@ def test_panel_header_names_layer_and_trace_with_the_switch_beside_it(browser, t
         v.page.locator("#values-L156").screenshot(path=str(artifacts / f"state-panel-header-{scheme}.png"))
         switch.select_option(key)
         v.page.wait_for_selector(f"#values-L156[data-shown='{key}/2']")
-        assert state.inner_text() == f"第 2 层 layer 2{rank} · 运行 trace {label[key]}"
+        assert state.inner_text().startswith(f"第 2 层 layer 2 · 运行 trace {label[key]}")
         assert v.page.locator(".an-page-trace select").input_value() == key
         assert v.page.evaluate("location.hash") == f"#L156&layer=2&trace={key}"
         v.page.evaluate("localStorage.clear()")
@@ -220,7 +221,9 @@ def test_line_bar_leaves_the_opened_panel_readable_on_a_phone(browser, traced_si
         page.wait_for_selector("#an-linebar:not([hidden])")
         bar = page.locator("#an-linebar").bounding_box()
         head = page.locator("#values-L156 .an-view .an-var-head").first.bounding_box()
-        assert bar and head and head["y"] >= 0 and head["y"] + head["height"] <= bar["y"], (head, bar)
+        # the first variable's head starts on screen with its first line (the ≡ line) clear of the bar; the head
+        # itself now runs on (its summary wraps rather than being cut, issue 34 #19)
+        assert bar and head and head["y"] >= 0 and head["y"] + 40 <= bar["y"], (head, bar)
         page.screenshot(path=str(artifacts / f"state-phone-bar-{scheme}.png"))
         # the page keeps the bar's height free: at the very end, the footer stands above the bar
         page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
