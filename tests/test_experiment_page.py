@@ -332,8 +332,6 @@ def test_a_real_build_shows_hostile_titles_and_hypotheses_as_text(tmp_path: Path
         assert f"<title>{title_text(experiment)} - " in built
 
 
-@pytest.mark.xfail(strict=True, reason="the route page (lab_page.route_page) writes titles with esc(), which leaves "
-                   "{{value}} and [[ref]] to the build's expansions; it needs annotate.safe_html.literal")
 def test_a_title_holding_the_builds_own_syntax_builds(tmp_path: Path) -> None:
     from annotate.cli.site import build_site
     from site_fixtures import copy_project

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from annotate.experiments import Experiment
 from annotate.pages.tracefmt import esc
+from annotate.safe_html import literal
 
 LAB_URI = "lab.md"
 ROUTE_URI = "route.md"
@@ -162,7 +163,7 @@ def route_page(found: list[Experiment]) -> str:
     for key, zh, en, link, command in steps:
         cmd = f" <code>{esc(command)}</code>" if command else ""
         items.append(f'<li data-step="{esc(key)}"><label><input type="checkbox" data-step="{esc(key)}"> '
-                     f'<a href="{esc(_html(link))}">{esc(zh)} · {esc(en)}</a></label>{cmd}</li>')
+                     f'<a href="{esc(_html(link))}">{literal(zh)} · {literal(en)}</a></label>{cmd}</li>')
     return f"""---
 title: 复习与实战路线 · Route
 ---
