@@ -98,7 +98,7 @@ class TraceView:
         if self.rerecordable:
             return None
         ref = self.trace.meta.get("reference") or {}
-        version = ref.get("rule") or ref.get("rule_version")
+        version = ref.get("rule")   # meta.reference.rule, written by the pipeline since rule 2
         which = f"规则 {version} " if version else "旧规则"
         which_en = f"rule {version}" if version else "the rule before rule versions were recorded"
         return (f"此轨迹的身份由录制时的{which}判定，在本机无法重录；用 GPU 重新录制才会应用当前规则 — identities decided by "
