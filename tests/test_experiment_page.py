@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from annotate.experiments import parse_experiment
 from annotate.pages.experiment_data import ComparedRow, ExperimentComparison, fates
