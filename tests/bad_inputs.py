@@ -112,8 +112,44 @@ def foreign_folder(project: Path, scratch: Path) -> None:
     (scratch / "photos" / "cat.jpg").write_bytes(b"\xff\xd8 not really a cat")
 
 
-#: lock files a row holds for the length of its run (closed by the test afterwards)
+#: lock files and listeners a row holds for the length of its run (closed by the test afterwards)
 HELD: list = []
+#: the port of the row's silent listener, for "{port}" in its environment (:func:`silent_port`)
+PORT: list[int] = []
+
+
+class _Silent:
+    """A port on 127.0.0.1 that accepts connections and never says a word (loopback only): a rendezvous
+    host that is there and does not answer."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.accepted: list = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                self.accepted.append(self.server.accept()[0])
+        except OSError:
+            return
+
+    def close(self) -> None:
+        for conn in self.accepted:
+            conn.close()
+        self.server.close()
+
+
+def silent_port(project: Path, scratch: Path) -> None:
+    """Listen on a free loopback port that never answers, for the row's MASTER_PORT."""
+    held = _Silent()
+    HELD.append(held)
+    PORT[:] = [held.server.getsockname()[1]]
 
 
 def another_run(flag_target: str) -> Callable[[Path, Path], None]:
@@ -586,6 +622,16 @@ ROWS: tuple[Row, ...] = (
         ("trace", "--preset", "tiny", "--tp", "2", "--out", "{t}/out"),
         "RANK=0 WORLD_SIZE=2 are set but MASTER_ADDR and MASTER_PORT are not",
         env=(("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", None), ("MASTER_PORT", None))),
+    Row("checkpoint", "torchrun 的主机接受连接却从不应答", "a torchrun rendezvous host that accepts and never answers",
+        ("trace", "--preset", "tiny", "--tp", "2", "--out", "{t}/out"),
+        "--tp 2: the ranks did not meet at the rendezvous env:// within 3 s (its store did not answer); "
+        "check MASTER_ADDR:MASTER_PORT", silent_port,
+        env=(("RANK", "1"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "{port}"),
+             ("ANNOTATE_RENDEZVOUS_TIMEOUT", "3"))),
+    Row("checkpoint", "会合时限不是秒数", "a rendezvous limit that is not seconds",
+        ("trace", "--preset", "tiny", "--tp", "2", "--out", "{t}/out"),
+        "ANNOTATE_RENDEZVOUS_TIMEOUT='soon': expected the seconds the --tp ranks may take to meet",
+        env=(("ANNOTATE_RENDEZVOUS_TIMEOUT", "soon"), ("RANK", None), ("WORLD_SIZE", None))),
     # experiments (experiments/NAME.yml): refused before anything is traced or written
     Row("experiment", "没有这个实验文件", "no such experiment file", ("experiment", "nope"),
         "experiment 'nope': no experiments/nope.yml"),

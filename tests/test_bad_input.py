@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 
 from annotate.cli import main
-from bad_inputs import HELD, ROWS, Row
+from bad_inputs import HELD, PORT, ROWS, Row
 from goldens import compare_golden
 from site_fixtures import copy_project, copy_project_with_trace
 
@@ -63,7 +63,8 @@ def run(row: Row, project: Path, scratch: Path) -> tuple[int, str, str]:
                               timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         return done.returncode, done.stdout, done.stderr
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), environment(dict(row.env)):
+    env = {k: v if v is None else v.format(port=PORT[0] if PORT else "") for k, v in row.env}
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), environment(env):
         rc = main(argv)
     return rc, out.getvalue(), err.getvalue()
 
@@ -98,6 +99,7 @@ def test_bad_input_gets_one_line_and_changes_nothing(row: Row, tmp_path: Path, r
     finally:
         while HELD:
             HELD.pop().close()
+        PORT.clear()
     errors = [line for line in err.splitlines() if line.startswith("annotate: error:")]
     assert rc != 0, err
     assert "Traceback" not in out + err
@@ -123,9 +125,12 @@ def render_page() -> str:
                   "| --- | --- | --- |"]
         for r in rows:
             command = " ".join(a.replace("{p}", "<project>").replace("{t}", "<tmp>") for a in r.argv)
+            env = " ".join([f"-u {k}" for k, v in r.env if v is None]
+                           + [f"{k}={v.replace('{port}', '<port>')}" for k, v in r.env if v is not None])
             says = r.says.replace("|", "\\|").replace("`", "'")
             what = f"{r.zh} · {r.en}".replace("[[", "`[[`")
-            lines.append(f"| {what} | `annotate {command}` | `{says}` |")
+            shown = f"env {env} annotate {command}" if env else f"annotate {command}"
+            lines.append(f"| {what} | `{shown}` | `{says}` |")
         lines.append("")
     lines.append(f"共 {len(ROWS)} 行 · {len(ROWS)} rows.")
     return "\n".join(lines) + "\n"

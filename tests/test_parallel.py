@@ -176,3 +176,18 @@ def test_a_killed_rank_fails_the_run_in_one_line_and_leaves_nothing(tmp_path: Pa
     left = [p for p in Path(tempfile.gettempdir()).glob("annotate-*") if any(f"-{r}-" in p.name for r in ranks)]
     assert not left, left
     assert (out / "trace.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "0", "-1", "3601", "1e308", "soon", " "])
+def test_a_rendezvous_limit_that_is_not_seconds_is_one_line(raw: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(parallel.RENDEZVOUS_ENV, raw)
+    with pytest.raises(UserError, match="expected the seconds the --tp ranks may take to meet"):
+        parallel.rendezvous_limit()
+
+
+def test_the_rendezvous_limit_defaults_and_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(parallel.RENDEZVOUS_ENV, raising=False)
+    assert parallel.rendezvous_limit() == parallel.RENDEZVOUS_TIMEOUT_S
+    monkeypatch.setenv(parallel.RENDEZVOUS_ENV, "120")
+    assert parallel.rendezvous_limit() == 120.0
+    assert parallel.rendezvous_limit() < parallel.COLLECTIVE_TIMEOUT_S

@@ -42,6 +42,9 @@ COLLECTIVE_TIMEOUT_S = 600
 #: how long a rank waits for the others to meet at the rendezvous (they start within seconds of each other:
 #: a rendezvous that cannot form is said in one line, not after the collectives' ten minutes)
 RENDEZVOUS_TIMEOUT_S = 60
+#: the environment variable that sets another rendezvous limit (seconds), e.g. for ranks started by hand on
+#: several machines, or a short one to learn fast that a host does not answer
+RENDEZVOUS_ENV = "ANNOTATE_RENDEZVOUS_TIMEOUT"
 #: how long the launcher waits, after the first rank fails, for the others' causes to arrive
 GRACE_S = 1.0
 RANKS_DIR = "ranks"
@@ -54,6 +57,24 @@ class Rendezvous:
     backend: str
     init_method: str
     world: int
+    limit: float = RENDEZVOUS_TIMEOUT_S  # seconds the ranks have to meet (:func:`rendezvous_limit`)
+
+
+def rendezvous_limit() -> float:
+    """How long the ranks wait for each other: ``$ANNOTATE_RENDEZVOUS_TIMEOUT`` seconds when set, else
+    :data:`RENDEZVOUS_TIMEOUT_S`; a value that is not a finite number of seconds in (0, 3600] is one line."""
+    raw = os.environ.get(RENDEZVOUS_ENV)
+    if raw is None or raw == "":
+        return float(RENDEZVOUS_TIMEOUT_S)
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (0 < value <= 3600):   # nan fails both comparisons
+        raise UserError(f"{RENDEZVOUS_ENV}={raw[:40]!r}: expected the seconds the --tp ranks may take to meet, "
+                        f"a number above 0 and at most 3600 (default {RENDEZVOUS_TIMEOUT_S}); set e.g. "
+                        f"{RENDEZVOUS_ENV}=120, or unset it")
+    return value
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -102,11 +123,12 @@ def rendezvous(opts: TraceOptions) -> Rendezvous:
     """The run's rendezvous: `--init-method` as given (a local tcp port and a file store's folder are
     checked), else a free port."""
     backend = "nccl" if opts.device == "cuda" else "gloo"
+    limit = rendezvous_limit()
     if opts.init_method is None:
-        return Rendezvous(backend, f"tcp://127.0.0.1:{free_port()}", opts.tp)
+        return Rendezvous(backend, f"tcp://127.0.0.1:{free_port()}", opts.tp, limit)
     check_port(opts.init_method)
     check_file_store(opts.init_method)
-    return Rendezvous(backend, opts.init_method, opts.tp)
+    return Rendezvous(backend, opts.init_method, opts.tp, limit)
 
 
 def torchrun_rank() -> tuple[int, int] | None:
@@ -151,7 +173,7 @@ def run_parallel_trace(req: Any, progress: Progress) -> Any:
 
 def _env_rendezvous(opts: TraceOptions) -> Rendezvous:
     """torchrun's rendezvous: MASTER_ADDR / MASTER_PORT from the environment."""
-    return Rendezvous("nccl" if opts.device == "cuda" else "gloo", "env://", opts.tp)
+    return Rendezvous("nccl" if opts.device == "cuda" else "gloo", "env://", opts.tp, rendezvous_limit())
 
 
 def launch(req: Any, opts: TraceOptions, out: Path, key: dict[str, Any], facts: dict[str, Any],
@@ -277,7 +299,7 @@ def rank_main(rank: int, rv: Rendezvous, req: Any, opts: TraceOptions, out: Path
 
 def join_group(rank: int, rv: Rendezvous, device: str) -> None:
     """torch.distributed's group for this rank (one GPU a rank under NCCL): every rank meets the others
-    within :data:`RENDEZVOUS_TIMEOUT_S` (:func:`meet`), then the group's collectives get the long timeout."""
+    within ``rv.limit`` seconds (:func:`meet`), then the group's collectives get the long timeout."""
     import torch
     import torch.distributed as dist
 
@@ -291,9 +313,9 @@ def join_group(rank: int, rv: Rendezvous, device: str) -> None:
 
 def meet(rank: int, rv: Rendezvous) -> Any:
     """The rendezvous' store, once all ``rv.world`` ranks have checked in; a rendezvous that does not form
-    within :data:`RENDEZVOUS_TIMEOUT_S` (a host that does not answer, a store that cannot open, a rank
-    that never comes) is one UserError line."""
-    limit = RENDEZVOUS_TIMEOUT_S
+    within ``rv.limit`` seconds (a host that does not answer, a store that cannot open, a rank that never
+    comes) is one UserError line."""
+    limit = rv.limit
     deadline = time.monotonic() + limit
     try:
         store = _open_store(rank, rv, limit)
