@@ -167,3 +167,75 @@ def test_line_by_line_table_reads_on_a_desktop(browser, lab_site: Path, artifact
         v.page.locator("details.an-exp-layer[open]").nth(1).screenshot(path=str(artifacts / f"experiment-rows-{viewport['width']}.png"))
     assert got["broken"] == [] and got["numbers"] == 0, got
     assert got["scroll"] <= got["box"] + 1 and got["right"] <= got["viewport"], got
+
+
+FOLDS_JS = """() => {
+  const folds = [...document.querySelectorAll('.an-folds > details.an-exp-layer')];
+  const seen = rows => rows.filter(r => r.getClientRects().length > 0);
+  return {height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth,
+          open: folds.filter(d => d.open).length,
+          switchShown: !!document.querySelector('.an-fold-switch input:checked') &&
+                       document.querySelector('.an-fold-switch').getClientRects().length > 0,
+          folds: folds.map(d => {
+            d.open = true;
+            const rows = [...d.querySelectorAll('tbody tr')];
+            const cells = r => [...r.cells].map(c => c.textContent.trim());
+            const got = {summary: d.querySelector('summary').textContent, differ: +d.dataset.differ, rows: rows.length,
+                         same: rows.filter(r => r.hasAttribute('data-same')).map(cells),
+                         differs: rows.filter(r => !r.hasAttribute('data-same')).map(cells),
+                         shown: seen(rows).length,
+                         tallest: Math.max(0, ...seen(rows).map(r => r.getBoundingClientRect().height)),
+                         none: [...d.querySelectorAll('.an-fold-none')].filter(p => p.getClientRects().length).length};
+            d.open = false;
+            return got; })};
+}"""
+
+
+@pytest.mark.parametrize("viewport,scheme", [(DESKTOP, "light"), (PHONE, "light"), (PHONE, "dark")],
+                         ids=["desktop", "phone", "phone-dark"])
+def test_line_by_line_folds_by_layer_and_shows_the_rows_that_differ(browser, lab_site: Path, artifacts: Path,
+                                                                    viewport: dict, scheme: str) -> None:
+    """Issue 34 #14: the page was 51–55 phone screens, every row a 7-field card. Now every layer is a closed
+    fold whose summary counts its rows; open, it shows the rows on which something differs (the ulps, an
+    identity, or a row the experiment lost), and one tap on the switch shows every row."""
+    with visiting(browser, lab_site, viewport, scheme) as v:
+        v.open(f"experiments/{NAME}.html")
+        got = v.page.evaluate(FOLDS_JS)
+        assert got["open"] == 0 and got["switchShown"], got
+        assert got["height"] <= 8 * viewport["height"], got["height"]       # a page of summaries, not of cards
+        assert got["width"] <= viewport["width"]
+        assert got["folds"] and sum(f["rows"] for f in got["folds"]) > 0
+        for fold in got["folds"]:
+            assert all(c[4] == "0" and c[5] == c[6] and c[3] != "—" for c in fold["same"]), fold["summary"]
+            assert all(c[4] != "0" or c[5] != c[6] or c[3] == "—" for c in fold["differs"]), fold["summary"]
+            assert fold["differ"] == len(fold["differs"]) and fold["shown"] == fold["differ"], fold
+            words = (f"{fold['differ']} of {fold['rows']} rows differ" if fold["differ"]
+                     else f"all {fold['rows']} rows identical")
+            assert words in fold["summary"], fold["summary"]
+            assert fold["none"] == (1 if fold["differ"] == 0 else 0), fold
+            if viewport is PHONE:   # a compact card: where, the variable and its numbers, what each run found
+                assert fold["tallest"] <= 150, fold["tallest"]
+        v.page.locator(".an-fold-switch input").uncheck()
+        every = v.page.evaluate(FOLDS_JS)
+        assert [f["shown"] for f in every["folds"]] == [f["rows"] for f in got["folds"]]
+        assert all(f["none"] == 0 for f in every["folds"])
+        v.page.locator("details.an-exp-layer summary").first.click()
+        v.shot(artifacts, f"experiment-folds-{viewport['width']}-{scheme}")
+        assert v.non_local() == []
+
+
+def test_an_address_naming_an_identical_row_opens_its_fold_and_shows_it(browser, lab_site: Path) -> None:
+    """A compare link (#cmp-…) may name a row on which nothing differs: its fold opens and it shows, the
+    switch stays on for the rest."""
+    with visiting(browser, lab_site, PHONE) as v:
+        v.open(f"experiments/{NAME}.html")
+        target = v.page.evaluate("() => { const r = document.querySelector('.an-folds tr[data-same][id]'); "
+                                 "return r ? r.id : null; }")
+        if target is None:
+            pytest.skip("this experiment has no identical row that a link names")
+        v.open(f"experiments/{NAME}.html", f"#{target}")
+        row = v.page.locator(f"#{target}")
+        row.wait_for(state="visible")
+        assert v.in_viewport(f"#{target}")
+        assert v.page.locator("details.an-exp-layer[open]").count() == 1
+        assert v.page.locator(".an-fold-switch input").is_checked()

@@ -96,3 +96,34 @@ def test_tp_page_is_built_and_links_to_rank_panels(browser, tp_site: Path, artif
         link.click()
         p.page.wait_for_selector(".an-values[open][data-shown$='@1']")
         assert p.non_local() == []
+
+
+TP_FOLDS_JS = """() => {
+  const folds = [...document.querySelectorAll('.an-folds > details.an-tp-layer')];
+  return {height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth,
+          open: folds.filter(d => d.open).length,
+          folds: folds.map(d => { d.open = true;
+            const rows = [...d.querySelectorAll('tbody tr')];
+            const got = {summary: d.querySelector('summary').textContent, rows: rows.length,
+                         shown: rows.filter(r => r.getClientRects().length).length};
+            d.open = false; return got; })};
+}"""
+
+
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_tp_page_folds_its_long_tables_by_layer(browser, tp_site: Path, tiny_trace_tp2, viewport: dict) -> None:
+    """Issue 34 #14: the shard table and the after-all_reduce table, one closed fold a layer whose summary
+    counts what it holds; every shard of the trace is one tap away."""
+    import json
+
+    with visiting(browser, tp_site, viewport) as p:
+        p.open("trace/tp.html")
+        got = p.page.evaluate(TP_FOLDS_JS)
+    parallel = json.loads((tiny_trace_tp2.out / "trace.json").read_text(encoding="utf-8"))["parallel"]
+    assert got["open"] == 0 and got["width"] <= viewport["width"], got
+    assert got["height"] <= 12 * viewport["height"], got["height"]
+    assert all(f["shown"] == f["rows"] for f in got["folds"])
+    shards = [f for f in got["folds"] if "shards found" in f["summary"] or "not found" in f["summary"]]
+    assert sum(f["rows"] for f in shards) == len(parallel["shards"])
+    differ = sum(1 for r in parallel["vs_tp1"] if r["max_abs"] > 0)
+    assert sum(f["rows"] for f in got["folds"] if f not in shards) == differ

@@ -66,6 +66,24 @@ def test_page_escapes_text_links_the_edit_and_anchors_rows() -> None:
     assert 'data-broken="1"' in page and 'src="t.svg"' in page
 
 
+def test_rows_speak_chinese_first_in_the_sites_one_notation() -> None:
+    """Issue 34 #15, #17: the identity columns say what they hold in both languages, and layers are real
+    superscript digits (x₁⁽²⁾), as on every other page, never x₁⁽2⁾."""
+    import re
+
+    experiment = parse_experiment(TEXT, "t", "experiments/t.yml")
+    page = render(experiment, [14], comparison([row("residual", 2, ("x1@2",), ("x1@2",))]), "experiments/t.md")
+    assert "<th>基线中认出 identified in the baseline</th><th>实验中认出 identified in the experiment</th>" in page
+    assert "x₁⁽²⁾" in page and not re.search(r"⁽[0-9]", page)
+
+
+def test_the_lab_pages_budget_table_asks_what_it_answers(tmp_path: Path) -> None:
+    from annotate.pages.lab_page import GPU_GIB, lab_page
+
+    page = lab_page(REPO, [])
+    assert f"| 装得下 {GPU_GIB} GB 吗 · fits in {GPU_GIB} GB? |" in page
+
+
 def test_page_without_a_trace_says_how_to_record_it() -> None:
     experiment = parse_experiment(TEXT, "t", "experiments/t.yml")
     page = render(experiment, [None], None, "experiments/t.md")

@@ -37,8 +37,14 @@ def test_page_states_the_traces_numbers(tp_set, tiny_trace_tp2) -> None:
     assert "&amp;rank=1" in page    # the shapes link to rank 1's panel (an HTML link, escaped)
     assert "✗" not in page
     # every rank header Chinese first: the shapes table's columns and the shards table's first column
-    assert "| 秩 rank 0 | 秩 rank 1 |" in page and "| 秩 rank | 层 layer |" in page
-    assert not re.search(r"\| rank", page)
+    assert "| 秩 rank 0 | 秩 rank 1 |" in page and "<th>秩 rank</th><th>张量 tensor</th>" in page
+    assert not re.search(r"\| rank|<th>rank", page)
+    # the shard table folded by layer (issue 34 #14): one fold a layer and one outside, each counting its shards
+    layers = {s["layer"] for s in par["shards"]}
+    assert page.count('<details class="an-tp-layer"') >= len(layers) and "<details class=\"an-tp-layer\" open" not in page
+    for layer in layers - {None}:
+        n = sum(1 for s in par["shards"] if s["layer"] == layer)
+        assert f"第 {layer} 层 layer {layer} · <span class=\"an-fold-count\">{n} 片全部认出 · all {n} shards found" in page
 
 
 def test_page_without_a_tp_trace_says_how_to_record_one() -> None:

@@ -22,8 +22,9 @@ from annotate.errors import UserError
 from annotate.links import page_url
 from annotate.pages.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
 from annotate.pages.lab_page import lab_pages
+from annotate.pages.folds import folded, folds, layer_title
 from annotate.pages.plots import LIGHT, Theme, figure_html, themed_files
-from annotate.pages.tracefmt import esc, num
+from annotate.pages.tracefmt import esc, num, sup_label
 from annotate.pages.values import compare_anchor
 from annotate.project import Project
 from annotate.safe_html import literal, single_line
@@ -190,7 +191,7 @@ def _fates(c: ExperimentComparison) -> str:
         status = "; ".join(parts) or "成立 holds"
         state = "broken" if fate.broke else "restored" if fate.gained else "held"
         rows.append(f'<tr class="an-exp-fate" data-key="{esc(fate.key)}" data-state="{state}">'
-                    f"<td>{esc(fate.label)}</td><td>{esc(status)}</td>"
+                    f"<td>{esc(sup_label(fate.label))}</td><td>{esc(status)}</td>"
                     f"<td>{esc(', '.join(map(str, fate.held)) or '—')}</td></tr>")
     return ('<div class="an-exp-scroll"><table class="an-exp-fates"><thead><tr><th>恒等式 identity</th>'
             "<th>实验中 in the experiment</th><th>两次都成立的层 layers holding in both</th></tr></thead><tbody>"
@@ -202,10 +203,17 @@ def _ids(keys: tuple[str, ...]) -> str:
     for k in keys:
         key, layer = k.split("@")
         out.append(MATH_VARS[key].label.format(l=layer) if key in MATH_VARS else key)
-    return ", ".join(out) or "—"
+    return sup_label(", ".join(out)) or "—"
+
+
+def _same(r: ComparedRow) -> bool:
+    """A row both runs hold bit for bit, identified alike: nothing on it differs."""
+    return r.exp_norm is not None and r.ulps == 0 and r.base_ids == r.exp_ids
 
 
 def _rows(c: ExperimentComparison, uri: str) -> str:
+    """The line-by-line tables, one folded block per layer whose summary says how many rows differ; rows
+    that do not differ carry ``data-same`` (hidden while the page's switch is on, one tap to show)."""
     layers = sorted({r.layer for r in c.rows if r.layer is not None})
     blocks = []
     anchored: set[str] = set()
@@ -213,24 +221,27 @@ def _rows(c: ExperimentComparison, uri: str) -> str:
         mine = [r for r in c.rows if r.layer == layer]
         if not mine:
             continue
-        title = "层外 outside layers" if layer is None else f"第 {layer} 层 layer {layer}"
-        body = "".join(_row(r, uri, anchored) for r in mine)
-        blocks.append(f'<details class="an-exp-layer"{" open" if layer == 0 else ""}><summary>{title}</summary>'
-                      '<div class="an-exp-scroll"><table class="an-exp-rows"><thead><tr><th>行 line</th><th>变量 var</th>'
-                      "<th>基线 ‖·‖ baseline</th><th>实验 ‖·‖ experiment</th><th>max |Δ| (ulp)</th>"
-                      "<th>基线 identified</th><th>实验 identified</th></tr></thead><tbody>"
-                      + body + "</tbody></table></div></details>")
-    return "\n".join(blocks) + "\n"
+        differ = sum(1 for r in mine if not _same(r))
+        count = (f"{len(mine)} 行中 {differ} 行不同 · {differ} of {len(mine)} rows differ" if differ
+                 else f"{len(mine)} 行全部相同 · all {len(mine)} rows identical")
+        table = ('<div class="an-exp-scroll"><table class="an-exp-rows"><thead><tr><th>行 line</th><th>变量 var</th>'
+                 "<th>基线 ‖·‖ baseline</th><th>实验 ‖·‖ experiment</th><th>max |Δ| (ulp)</th>"
+                 "<th>基线中认出 identified in the baseline</th><th>实验中认出 identified in the experiment</th>"
+                 "</tr></thead><tbody>" + "".join(_row(r, uri, anchored) for r in mine) + "</tbody></table></div>")
+        blocks.append(folded("an-exp-layer", layer_title(layer), count, table, differ))
+    return folds(blocks)
 
 
 def _row(r: ComparedRow, uri: str, anchored: set[str]) -> str:
     """One table row; the first row of each line carries the id the values panels' compare links use."""
-    broke = ' class="an-exp-broke"' if r.broke else ""
+    broke = ((' class="an-exp-broke"' if r.broke else "") + (" data-same" if _same(r) else "")
+             + (" data-ids-same" if r.base_ids == r.exp_ids else ""))
     anchor = compare_anchor(r.file, r.line)
     if anchor not in anchored:
         anchored.add(anchor)
         broke += f' id="{esc(anchor)}"'
-    ulps = "—" if r.ulps is None else f"{r.ulps:.0f}" if math.isfinite(r.ulps) else "∞"
+    ulps = ("—" if r.ulps is None else "∞" if not math.isfinite(r.ulps)
+            else num(r.ulps, 2) if 0 < r.ulps < 1 else f"{r.ulps:.0f}")   # under one ulp is not 0
     return (f'<tr{broke}><td><a href="{esc(page_url(uri, r.file, r.line))}">{esc(r.file.rsplit("/", 1)[-1])}:{r.line}</a> '
             f"<small>{esc(r.function)}</small></td><td><code>{esc(r.var)}</code></td><td>{num(r.base_norm)}</td>"
             f"<td>{num(r.exp_norm) if r.exp_norm is not None else '—'}</td><td>{ulps}</td>"

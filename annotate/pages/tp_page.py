@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from annotate.pages.folds import folded, folds, layer_title
 from annotate.pages.trace_set import TraceSet, TraceView
 from annotate.pages.tracefmt import esc, num
 from annotate.trace.schema import LineRecord, VarRecord
@@ -185,22 +186,40 @@ def _bytes(t: Trace) -> str:
             "all_reduce sends 2(N−1)/N of it per rank.")
 
 
+def _by_layer(rows: list[dict[str, Any]]) -> list[tuple[int | None, list[dict[str, Any]]]]:
+    """``rows`` grouped by their ``layer`` (None, outside the layers, first), each group in its order."""
+    layers = sorted({r.get("layer") for r in rows}, key=lambda k: -1 if k is None else int(k))
+    return [(k, [r for r in rows if r.get("layer") == k]) for k in layers]
+
+
+def _table(head: tuple[str, ...], rows: list[str]) -> str:
+    """A raw HTML table (it lives inside a fold) in its scroll box."""
+    return ('<div class="an-exp-scroll"><table class="an-tp-rows"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+
+
 def _shard_table(t: Trace) -> str:
-    rows = []
-    for s in t.parallel.get("shards", []):
-        d = s["distances"][s["slice"]] if s.get("slice") is not None else None
-        found = f"第 {s['slice']} 片 slice {s['slice']}" if s.get("slice") is not None else _undecided(s)
-        rel = num(d["rel"], 2) if d else "—"
-        rows.append(f"| {s['rank']} | {'—' if s['layer'] is None else s['layer']} | {esc(SHARD_WORDS.get(s['what'], s['what']))} "
-                    f"| {esc(SPLIT_WORDS.get(s.get('split', ''), ''))} {s.get('first', '')}–{s.get('last', '')} "
-                    f"| {esc(s['shape'])} | {found} | {rel} |")
+    """Every shard against every slice of HF's tensor, one fold a layer whose summary counts the found ones."""
+    blocks = []
+    for layer, shards in _by_layer(t.parallel.get("shards", [])):
+        rows, found = [], 0
+        for s in shards:
+            d = s["distances"][s["slice"]] if s.get("slice") is not None else None
+            found += d is not None
+            what = f"第 {s['slice']} 片 slice {s['slice']}" if d is not None else _undecided(s)
+            rows.append(f"<tr><td>{s['rank']}</td><td>{esc(SHARD_WORDS.get(s['what'], s['what']))}</td>"
+                        f"<td>{esc(SPLIT_WORDS.get(s.get('split', ''), ''))} {s.get('first', '')}–{s.get('last', '')}</td>"
+                        f"<td>{esc(s['shape'])}</td><td>{what}</td><td>{num(d['rel'], 2) if d else '—'}</td></tr>")
+        count = (f"{len(shards)} 片全部认出 · all {len(shards)} shards found" if found == len(shards)
+                 else f"{len(shards)} 片中 {len(shards) - found} 片未认出 · {len(shards) - found} of {len(shards)} not found")
+        blocks.append(folded("an-tp-layer", layer_title(layer, "层外 outside layers (embedding, lm_head)"), count,
+                             _table(("秩 rank", "张量 tensor", "切片 slice", "形状 shape", "匹配 found", "相对差 rel"), rows)))
     return ("## 每一片都由比较找到 · Every shard, identified by comparison\n\n"
             "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内、"
-            "且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。"
+            "且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。每层折叠，点开即见。"
             " Each recorded shard is compared with every rank's slice of HF's tensor (relative L2); the slice "
-            "within tolerance is listed, when the next-nearest slice is at least the margin farther (as for every ≡).\n\n"
-            "| 秩 rank | 层 layer | 张量 tensor | 切片 slice | 形状 shape | 匹配 found | 相对差 rel |\n"
-            "| --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join(rows))
+            "within tolerance is listed, when the next-nearest slice is at least the margin farther (as for every ≡). "
+            "One fold a layer: tap to open.\n\n" + folds(blocks, switch=False))
 
 
 def _sums(t: Trace) -> str:
@@ -216,14 +235,21 @@ def _versus(t: Trace) -> str:
     rows = t.parallel.get("vs_tp1", [])
     worst = max((r["scale_ulps"] for r in rows), default=0)
     exact = sum(1 for r in rows if r["max_abs"] == 0)
-    body = "\n".join(f"| `{esc(r['module'])}` | {esc(r['function'])} | `{esc(r['name'])}` | {num(r['max_abs'])} | "
-                     f"{num(r['scale_ulps'], 2)} | {'✓' if r['within'] else '✗'} |"
-                     for r in rows if r["max_abs"] > 0)
+    blocks = []
+    for layer, mine in _by_layer(rows):
+        differ = [r for r in mine if r["max_abs"] > 0]
+        cells = [f"<tr><td><code>{esc(r['module'])}</code></td><td>{esc(r['function'])}</td><td><code>{esc(r['name'])}</code>"
+                 f"</td><td>{num(r['max_abs'])}</td><td>{num(r['scale_ulps'], 2)}</td><td>{'✓' if r['within'] else '✗'}</td></tr>"
+                 for r in differ]
+        most = max((r["scale_ulps"] for r in differ), default=0)
+        count = (f"{len(mine)} 个中 {len(differ)} 个不同，最多 {num(most, 2)} ulp · {len(differ)} of {len(mine)} differ, "
+                 f"at most {num(most, 2)} ulps" if differ else f"{len(mine)} 个全部逐位相同 · all {len(mine)} bit-identical")
+        blocks.append(folded("an-tp-layer", layer_title(layer, "层外 outside layers (embedding, lm_head)"), count,
+                             _table(("模块 module", "函数 function", "变量 var", "max |Δ|", "ulp", "容差内 within"), cells)
+                             if cells else '<p class="an-fold-none">这一层没有不同的张量 · nothing here differs.</p>'))
     return ("## all_reduce 之后 vs `--tp 1` · After all_reduce vs `--tp 1`\n\n"
             f"all_reduce 之后的 {len(rows)} 个张量中 {exact} 个与单 rank 运行逐位相同；其余因求和顺序不同而舍入不同，"
-            f"最多差最大值的 **{num(worst, 2)} ulp**。"
+            f"最多差最大值的 **{num(worst, 2)} ulp**。下面每层只列不同的张量。"
             f" Of {len(rows)} tensors after an all_reduce, {exact} are bit-identical to the one-rank run; the others "
             f"round differently because the sum runs in another order: at most **{num(worst, 2)} ulps** of the "
-            "largest value.\n\n"
-            "| 模块 module | 函数 function | 变量 var | max \\|Δ\\| | ulp | 容差内 within |\n"
-            "| --- | --- | --- | --- | --- | --- |\n" + body)
+            "largest value. Each layer's fold lists the ones that differ.\n\n" + folds(blocks, switch=False))
