@@ -194,7 +194,7 @@ def test_every_holds_names_its_dtype_and_float32_cells_link_the_float32_trace(ro
                 assert re.search(r"之后 after（(bfloat16|bfloat16 与 float32 皆然 both bfloat16 and float32)）",
                                  _cell(html, row.step, name)), (row.step, name)
     first = _cell(html, "first-input-norm", "nano-vllm")     # where float32 loses x⁽⁰⁾: found, said, and linked
-    assert re.search(r"float32 轨迹 trace: <code>residual</code>: ℓ0: RMSNorm₁\(x⁽0⁾\)；与 <code>hidden_states</code> "
+    assert re.search(r"float32 轨迹 trace: <code>residual</code>: ℓ0: RMSNorm₁\(x⁽⁰⁾\)；与 <code>hidden_states</code> "
                      "同一张量 the same tensor as <code>hidden_states</code>", first), first
     link = re.search(r'<a class="an-map-f32-link" href="([^"]+)">float32 轨迹 trace, L(\d+)</a>', first)
     assert link and link[1].endswith(f"qwen3.py.html#L{link[2]}&amp;layer=0&amp;trace=cpu-float32")
@@ -218,7 +218,7 @@ def test_the_float32_lines_are_the_float32_traces_findings(rows, facts) -> None:
         said = re.search(r"<code>hidden_states</code>: ([^；]*)", line).group(1)
         assert said.startswith("ℓ") and "无匹配 no match" in said and "RMSNorm" not in said, line
     hf = _cell(html, "x1-and-norm", "transformers")      # HF's float32 trace line: its own lines' identities
-    assert re.search(r"float32 轨迹 trace: <code>residual</code>: ℓ0–\d: x₁⁽0⁾", hf), hf
+    assert re.search(r"float32 轨迹 trace: <code>residual</code>: ℓ0–\d: x₁⁽⁰⁾", hf), hf
     assert "(bf16)" not in hf and "(bf16)" not in _cell(html, "x2", "transformers")
 
 

@@ -211,3 +211,19 @@ def test_lean_math_strips_every_mathml_copy_and_names_each_statement() -> None:
     assert "katex-mathml" not in out and "<annotation" not in out and out.count('class="katex-display"') == 2
     assert re.findall(r'aria-label="([^"]*)"', out) == [html.escape(r"y = \mathrm{e}^x,"), html.escape(r"x \in \mathbb{R}")]
     assert re.findall(r'aria-label="([^"]*)"', one) == [html.escape(r"y = \mathrm{e}^x")] and "katex-mathml" not in one
+
+
+def test_every_page_writes_layers_in_one_notation(built_site: Path) -> None:
+    """Issue 34 #15: a layer index is a superscript everywhere a reader looks (x₁⁽²⁾), never the store's
+    x₁⁽2⁾ — except the trace-format page, which documents the stored labels as they are."""
+    import re
+
+    stray = {}
+    for page in built_site.rglob("*.html"):
+        rel = page.relative_to(built_site).as_posix()
+        if rel == "trace-format.html":
+            continue
+        found = re.findall(r".{0,30}⁽[0-9]+⁾", page.read_text(encoding="utf-8"))
+        if found:
+            stray[rel] = found[:3]
+    assert stray == {}

@@ -26,7 +26,7 @@ SELF_ASSESSMENT_STORE = "annotate.lesson.decoder-block.v1"
 
 
 _HEADER = ("| dtype | tokens | 权重（一份）weights (one copy) | 记录 recorded | 显存峰值 device memory (peak) | "
-           "磁盘：检查点 disk: checkpoint | {gib} GB |\n| --- | --- | --- | --- | --- | --- | --- |")
+           "磁盘：检查点 disk: checkpoint | 装得下 {gib} GB 吗 · fits in {gib} GB? |\n| --- | --- | --- | --- | --- | --- | --- |")
 
 
 def lab_pages(root: Path, found: list[Experiment]) -> dict[str, str]:

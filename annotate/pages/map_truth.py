@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from annotate.framework_map import MAP_FILE, MapCell, Row
-from annotate.pages.tracefmt import num
+from annotate.pages.tracefmt import num, sup_label
 from annotate.pages.trace_set import TraceView
 from annotate.trace.schema import VarRecord, identity_label
 from annotate.vendoring.lock import sha256_bytes
@@ -285,7 +285,7 @@ def _outcome(calls: Sequence[Call]) -> str:
     first = calls[0]
     if first.status in ("match", "ambiguous"):
         labels = list(dict.fromkeys(c.label for c in calls))
-        return html.escape(labels[0] + (f" … {labels[-1]}" if len(labels) > 1 else ""))
+        return html.escape(sup_label(labels[0] + (f" … {labels[-1]}" if len(labels) > 1 else "")))
     if first.status == "no match":
         rels = rel_range(calls)
         return "无匹配 no match" + (f"，最近 nearest rel {rels}" if rels else "")
