@@ -58,6 +58,10 @@ def test_panel_speaks_chinese_first_and_explains_itself(reader: Visit, traced_pr
     layer = trace.layers()[min(2, len(trace.layers()) - 1)]
     open_panel(reader, 156, layer)
     panel = reader.page.locator("#values-L156")
+    # the legend is one folded line above the values; a tap opens what ≡ and ulp mean
+    legend = panel.locator("details.an-legend")
+    assert "≡ 与 ulp 是什么意思 · what ≡ and ulp mean" in legend.inner_text() and not legend.evaluate("d => d.open")
+    legend.locator("summary").click()
     text = panel.inner_text()
     for label in ("赋值 assigned", "与 HF 差 max |Δ|", "怎么读 How to read this", "≡ 表示", "复制引用 Copy citation",
                   "加上注意力增量后的残差流"):

@@ -27,6 +27,7 @@ pytest.importorskip("playwright.sync_api")
 
 QWEN3 = "nanovllm/models/qwen3.py"
 PAGE = f"source/{QWEN3}.html"
+HF_PAGE = "source/transformers/models/qwen3/modeling_qwen3.py.html"
 WIDE = {"width": 1400, "height": 1000}
 LOADING = "加载中… loading…"
 
@@ -221,9 +222,14 @@ def test_line_bar_leaves_the_opened_panel_readable_on_a_phone(browser, traced_si
         page.wait_for_selector("#an-linebar:not([hidden])")
         bar = page.locator("#an-linebar").bounding_box()
         head = page.locator("#values-L156 .an-view .an-var-head").first.bounding_box()
-        # the first variable's head starts on screen with its first line (the ≡ line) clear of the bar; the head
-        # itself now runs on (its summary wraps rather than being cut, issue 34 #19)
-        assert bar and head and head["y"] >= 0 and head["y"] + 40 <= bar["y"], (head, bar)
+        stats = page.locator("#values-L156 .an-view .an-stats").first.bounding_box()
+        line = page.locator("#L156").bounding_box()
+        header = page.locator(".md-header").bounding_box()
+        # a lesson's value link shows the line below the header and the first variable's numbers (its ‖·‖ row)
+        # above the bar, all at once (issue 34 #18): the legend is folded, the words come after the numbers
+        assert bar and head and stats and line and header, (bar, head, stats, line)
+        assert line["y"] >= header["y"] + header["height"] - 1, (line, header)
+        assert head["y"] >= 0 and stats["y"] + stats["height"] <= bar["y"], (stats, bar)
         page.screenshot(path=str(artifacts / f"state-phone-bar-{scheme}.png"))
         # the page keeps the bar's height free: at the very end, the footer stands above the bar
         page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")
@@ -236,6 +242,29 @@ def test_line_bar_leaves_the_opened_panel_readable_on_a_phone(browser, traced_si
         first = page.locator("#values-L151 .an-view .an-var-head").first.bounding_box()
         assert first and first["y"] + first["height"] <= page.locator("#an-linebar").bounding_box()["y"]
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("page_path,line", [(PAGE, 154), (PAGE, 157), (HF_PAGE, 270)],
+                         ids=["qwen3-L154", "qwen3-L157", "hf-L270"])
+def test_a_value_link_shows_the_line_and_its_first_numbers_on_a_phone(browser, traced_site: Path, page_path: str,
+                                                                      line: int) -> None:
+    """The lesson's value links (#L…&layer=…): the line lands below the fixed header and the first variable's
+    ‖·‖ row above the fixed citation bar, on nano-vllm's page and HF's (issue 34 #18)."""
+    context, page = phone(browser, traced_site)
+    try:
+        page.goto((traced_site / page_path).as_uri() + f"#L{line}&layer=1&trace=cpu")
+        page.wait_for_selector(f"#values-L{line}[open] .an-view .an-stats")
+        page.wait_for_selector("#an-linebar:not([hidden])")
+        page.wait_for_timeout(300)
+        bar, header = page.locator("#an-linebar").bounding_box(), page.locator(".md-header").bounding_box()
+        row = page.locator(f"#L{line}").bounding_box()
+        stats = page.locator(f"#values-L{line} .an-view .an-stats").first.bounding_box()
+        assert bar and header and row and stats
+        assert row["y"] >= header["y"] + header["height"] - 1, (row, header)
+        assert stats["y"] >= header["y"] + header["height"] and stats["y"] + stats["height"] <= bar["y"], (stats, bar)
+        assert "‖·‖₂" in page.locator(f"#values-L{line} .an-view .an-stats").first.inner_text()
     finally:
         context.close()
 

@@ -186,11 +186,12 @@ class ValuesPanel:
     def panel_template(path: str) -> str:
         """What every open panel shows under its layer switch, once per page (annotate.js copies it in):
         the legend of ≡ and ulp, the links to docs/values.md and the glossary, the citation button."""
-        return ('<template id="an-panel-template"><p class="an-legend"><b>≡</b> 表示“在容差内等于 HF transformers '
+        return ('<template id="an-panel-template"><details class="an-legend"><summary>≡ 与 ulp 是什么意思 · '
+                'what ≡ and ulp mean</summary><b>≡</b> 表示“在容差内等于 HF transformers '
                 '参照实现里的这个张量” — ≡ means “equals this tensor of the HF transformers reference (peer), within '
                 'tolerance”; <b>ulp</b> 是该数值附近相邻两个浮点数的间距 — the spacing of floats near the value. '
                 f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read this</a> · '
-                f'<a href="{esc(doc_href(path, GLOSSARY_DOC))}#trace-terms">术语 Glossary</a></p>'
+                f'<a href="{esc(doc_href(path, GLOSSARY_DOC))}#trace-terms">术语 Glossary</a></details>'
                 '<div class="an-values-tools"><button type="button" class="an-cite" data-cite="line">'
                 '复制引用 Copy citation</button></div>'
                 '<div class="an-view" aria-live="polite"><p class="an-none">加载中… loading…</p></div></template>')
@@ -447,27 +448,34 @@ def var_html(v: VarRecord, unchanged: str, rec: LineRecord, trace: Trace, where:
     role = ROLE_WORDS.get(v.role, v.role) + (" · 也被返回 returned" if ret else "")
     if status == "match":
         margin = margin_text(v.identity)
-        ident = (f'<span class="an-id an-match"{data}>≡ {esc(identity_text(v.identity))}</span>'
-                 f'<span class="an-words">{esc(math_words(key))}</span>'
+        ident = f'<span class="an-id an-match"{data}>≡ {esc(identity_text(v.identity))}</span>'
+        notes = (f'<span class="an-words">{esc(math_words(key))}</span>'
                  + (f'<span class="an-margin">{esc(margin)}</span>' if margin else ""))
     elif status == "ambiguous":
         short, why = ambiguous_text(v.identity)
-        ident = f'<span class="an-id an-ambiguous" title="{esc(why)}">{esc(short)}</span><span class="an-why">{esc(why)}</span>'
+        ident = f'<span class="an-id an-ambiguous" title="{esc(why)}">{esc(short)}</span>'
+        notes = f'<span class="an-why">{esc(why)}</span>'
     elif status == "no match":
         short, why = kind_words(rec, v, trace)
         css = "an-intermediate" if short.startswith("中间量") else "an-no-match"
-        ident = f'<span class="an-id {css}" title="{esc(why)}">{esc(short)}</span><span class="an-why">{esc(why)}</span>'
+        ident = f'<span class="an-id {css}" title="{esc(why)}">{esc(short)}</span>'
+        notes = f'<span class="an-why">{esc(why)}</span>'
     else:
         ident = ('<span class="an-id an-no-candidate" title="HF 没有同形状的候选张量 — the peer has no tensor of this shape '
                  'to compare with">无对照 no peer tensor</span>')
+        notes = ""
+    # what the value is first (name, ≡, then its numbers), the words about it after: a link to a line's values
+    # shows its first numbers on a phone, under the panel's switches, not below a paragraph of notes
     head = (f'<div class="an-var-head"><code class="an-var-name">{esc(v.name)}</code>'
-            f'<span class="an-role">{esc(role)}</span>{ident}{unchanged}'
+            f'<span class="an-role">{esc(role)}</span>{ident}'
             f'<button type="button" class="an-cite" data-cite="var">复制引用 Copy citation</button></div>')
     first = ", ".join(num(x, 4) for x in v.head)
     stats = (f'<div class="an-stats"><span title="形状 shape, dtype">{esc(list(v.shape))} {esc(v.dtype)}</span>'
              f'<span title="L2 范数 norm">‖·‖₂ = {num(v.norm)}</span><span title="均值 mean">均值 mean {num(v.mean, 3)}</span>'
              f'<span title="最大绝对值 largest magnitude">max |·| {num(v.absmax)}</span>'
              f'<span class="an-head" title="前几个值 first values">[{esc(first)}, …]</span></div>')
+    notes += unchanged
+    stats += f'<div class="an-var-notes">{notes}</div>' if notes else ""
     return (f'<div class="an-var" data-var="{esc(v.name)}" data-role="{esc(v.role)}" '
             f'data-cite-text="{esc(cite_text(v, where))}">{head}{stats}</div>')
 
