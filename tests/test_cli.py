@@ -36,3 +36,23 @@ def test_a_missing_root_is_one_line(tmp_path: Path, capsys) -> None:
     assert main(["--root", str(tmp_path / "nowhere"), "check"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("annotate: error: --root ") and "no such folder" in err and err.count("\n") == 1
+
+
+def test_trace_and_experiment_share_one_set_of_output_flags() -> None:
+    """annotate/cli/flags.py is the one home of --force, --if-stale, --full-tensors and --quiet (issue 37)."""
+    import argparse
+
+    from annotate.cli import experiment, trace
+
+    def flags(register) -> dict[str, str]:
+        sub = argparse.ArgumentParser().add_subparsers()
+        register(sub)
+        (p,) = sub.choices.values()
+        return {a.option_strings[0]: a.help for a in p._actions if a.option_strings
+                and a.option_strings[0] in ("--force", "--if-stale", "--full-tensors", "--quiet")}
+
+    got_trace, got_exp = flags(trace.register), flags(experiment.register)
+    assert set(got_trace) == set(got_exp) == {"--force", "--if-stale", "--full-tensors", "--quiet"}
+    assert got_trace["--force"] == "replace --out when it already holds a trace"
+    assert got_exp["--force"] == "replace traces/experiments/NAME when it already holds a trace"
+    assert got_trace["--full-tensors"] == got_exp["--full-tensors"] and got_trace["--quiet"] == got_exp["--quiet"]

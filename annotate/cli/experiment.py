@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from annotate.cli.flags import add_output_flags
 from annotate.progress import Progress
 from annotate.trace.options import DEVICES, DTYPE_NAMES, PRESETS
 
@@ -26,10 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=DTYPE_NAMES, help="override the baseline's dtype")
     p.add_argument("--device", choices=DEVICES, help="override the baseline's device")
     p.add_argument("--seed", type=int, help="override the baseline's seed")
-    p.add_argument("--force", action="store_true", help="replace an existing experiment trace")
-    p.add_argument("--if-stale", action="store_true", help="do nothing when the experiment trace is up to date")
-    p.add_argument("--full-tensors", action="store_true", help="store every recorded tensor, not only summaries")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_output_flags(p, "traces/experiments/NAME")
     p.set_defaults(func=run_experiment_command)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from annotate.cli.flags import add_output_flags
 from annotate.progress import Progress
 from annotate.project import Project
 from annotate.trace.monitor import BACKENDS
@@ -50,10 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="rendezvous of the --tp ranks (any torch.distributed init method: tcp://HOST:PORT, "
                         "file:///PATH, env:// under torchrun; default tcp://127.0.0.1:<free port>)")
     p.add_argument("--out", type=Path, help="trace directory to write (default: see below)")
-    p.add_argument("--force", action="store_true", help="replace an existing --out")
-    p.add_argument("--if-stale", action="store_true", help="do nothing when --out already holds a trace of the same inputs")
-    p.add_argument("--full-tensors", action="store_true", help="store every recorded tensor, not only summaries")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_output_flags(p, "--out")
     p.add_argument("--line-events", default=_DEFAULT.line_events, choices=BACKENDS,
                    help="where the recorder's line events come from: monitoring (sys.monitoring, Python 3.12+; "
                         "the default there) or settrace (the default before 3.12); the records are the same")
