@@ -167,13 +167,13 @@ def test_a_break_says_how_far_past_the_tolerance_it_is() -> None:
 def test_the_shipped_experiment_verdicts_measure_each_break(tmp_path: Path) -> None:
     """On the shipped layernorm experiment: every broken identity carries its distance, read from the trace."""
     from annotate.pages.experiment_data import compare_traces
-    from annotate.trace.store import read_plain_payload
+    from annotate.trace.store import read_payload
 
     folder = REPO / "traces" / "experiments" / "2-layernorm"
     if not (folder / "trace.json").is_file():
         import pytest
         pytest.skip("experiment 2 is not recorded here")
-    c = compare_traces(REPO / read_plain_payload(folder)["experiment"]["baseline"], folder)
+    c = compare_traces(REPO / read_payload(folder)["experiment"]["baseline"], folder)
     en = c.verdict()[1]
     broken = [f for f in c.fates if f.broke]
     assert broken and en.count("(layer ") == len(broken)

@@ -1,6 +1,6 @@
 """An experiment's trace beside its baseline's: per line and layer the values, which identities hold.
 
-Both traces are read as recorded (:func:`annotate.trace.store.read_plain_payload`); the experiment's
+Both traces are read as recorded (:func:`annotate.trace.store.read_payload`, records typed); the experiment's
 lines are mapped back to the baseline's through its stored edits
 (:func:`annotate.experiments.baseline_line`), so every row pairs the same statement, layer and call.
 Identities are not assumed: a row's identities are the math variables the existing identification
@@ -18,7 +18,8 @@ from typing import Any
 from annotate.experiments import baseline_line
 from annotate.pages.tracefmt import NEAREST_BOUND, num, sup_label
 from annotate.trace.reference import MATH_VARS
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_plain_payload
+from annotate.trace.schema import VarRecord
+from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_payload
 
 #: flow variables plotted over layers (the two variables of the lesson)
 PLOTTED = ("residual", "hidden_states")
@@ -183,44 +184,44 @@ def _rank(key: str) -> int:
 
 def compare_traces(baseline: Path, experiment: Path) -> ExperimentComparison:
     """Compare the experiment trace folder with its baseline trace folder."""
-    base, exp = read_plain_payload(baseline), read_plain_payload(experiment)
+    base, exp = read_payload(baseline), read_payload(experiment)
     block = exp.get("experiment") or {}
     edits = block.get("edits", [])
     tensors = _Tensors(baseline, experiment)
     exp_rows = {}
     for rec in exp["records"]:
-        line = baseline_line(edits, rec["file"], rec["line"])
-        for var in rec["vars"]:
-            exp_rows[(rec["function"], rec["file"], line, rec["layer"], rec["module"], rec["call"], rec["hit"], var["name"])] = var
+        line = baseline_line(edits, rec.file, rec.line)
+        for var in rec.vars:
+            exp_rows[(rec.function, rec.file, line, rec.layer, rec.module, rec.call, rec.hit, var.name)] = var
     rows = []
     dtype = str(base["meta"]["dtype"])
     for rec in base["records"]:
-        for var in rec["vars"]:
-            other = exp_rows.get((rec["function"], rec["file"], rec["line"], rec["layer"], rec["module"], rec["call"], rec["hit"],
-                                  var["name"]))
-            rows.append(ComparedRow(rec["function"], rec["file"], rec["line"], rec["layer"], rec["hit"], var["name"],
-                            float(var["norm"]), None if other is None else float(other["norm"]),
-                            None if other is None else tensors.ulps(var, other, dtype),
-                            _ids(var), _ids(other) if other is not None else (), _miss(other)))
+        for var in rec.vars:
+            other = exp_rows.get((rec.function, rec.file, rec.line, rec.layer, rec.module, rec.call, rec.hit, var.name))
+            rows.append(ComparedRow(rec.function, rec.file, rec.line, rec.layer, rec.hit, var.name,
+                                    float(var.norm), None if other is None else float(other.norm),
+                                    None if other is None else tensors.ulps(var, other, dtype),
+                                    _ids(var), _ids(other) if other is not None else (), _miss(other)))
     return ExperimentComparison(block, baseline.name, dtype, rows, fates(rows), _norms(rows, int(base["meta"]["model"]["layers"])),
                       (base["summary"].get("final_vs_hf", {}), exp["summary"].get("final_vs_hf", {})))
 
 
-def _ids(var: dict[str, Any]) -> tuple[str, ...]:
-    identity = var.get("identity") or {}
+def _ids(var: VarRecord) -> tuple[str, ...]:
+    identity = var.identity
     if identity.get("status") != "match":
         return ()
     return tuple(f"{m['key']}@{m['layer']}" for m in identity.get("matches", []))
 
 
-def _miss(var: dict[str, Any] | None) -> IdentityMiss | None:
+def _miss(var: VarRecord | None) -> IdentityMiss | None:
     """The experiment's identification of a tensor (None for an unrecorded row): for a match, the variable
     it now equals; otherwise its nearest candidate."""
-    identity = (var or {}).get("identity") or {}
-    if not identity:
+    if var is None:
         return None
+    identity = var.identity
     matches = identity.get("matches") or []
-    near = (matches[0] if identity.get("status") == "match" and matches else identity.get("nearest")) or {}
+    near: dict[str, Any] = dict((matches[0] if identity.get("status") == "match" and matches
+                                 else identity.get("nearest")) or {})
     nearest = f"{near['key']}@{near['layer']}" if near.get("key") is not None and near.get("layer") is not None else None
     rel, tol = near.get("rel"), identity.get("tolerance")
     return IdentityMiss(str(identity.get("status")), nearest, float(rel) if isinstance(rel, (int, float)) else None,
@@ -267,15 +268,15 @@ class _Tensors:
         self.files = [p / TENSORS_NAME for p in (baseline, experiment)]
         self.handles: list[Any] | None = None
 
-    def ulps(self, base: dict[str, Any], exp: dict[str, Any], dtype: str) -> float | None:
-        if not base.get("tensor") or not exp.get("tensor") or not all(f.is_file() for f in self.files):
+    def ulps(self, base: VarRecord, exp: VarRecord, dtype: str) -> float | None:
+        if not base.tensor or not exp.tensor or not all(f.is_file() for f in self.files):
             return None
         if self.handles is None:
             from safetensors import safe_open
 
             self.handles = [safe_open(str(f), "pt", "cpu") for f in self.files]
         try:
-            a, b = (h.get_tensor(k).float() for h, k in zip(self.handles, (base["tensor"], exp["tensor"])))
+            a, b = (h.get_tensor(k).float() for h, k in zip(self.handles, (base.tensor, exp.tensor)))
         except Exception:  # a key one file lacks: not comparable, said as such on the page
             return None
         if a.shape != b.shape or not a.is_floating_point():

@@ -109,9 +109,9 @@ def _comparison(root: Path, name: str) -> ExperimentComparison | None:
     folder = root / TRACES / name
     if not (folder / "trace.json").is_file():
         return None
-    from annotate.trace.store import read_plain_payload
+    from annotate.trace.store import read_payload
 
-    block = read_plain_payload(folder).get("experiment") or {}
+    block = read_payload(folder).get("experiment") or {}
     baseline = root / str(block.get("baseline", ""))
     if not block.get("baseline") or not (baseline / "trace.json").is_file():
         return None

@@ -227,10 +227,10 @@ def quiet_c10d() -> Iterator[None]:
 
 
 def written_payload(out: Path) -> dict[str, Any]:
-    """The trace.json rank 0 has just written, as the plain JSON the report reads."""
+    """The trace.json rank 0 has just written, read back as every reader reads a trace (records typed)."""
     from annotate.trace import store
 
-    return store.read_plain_payload(out)
+    return store.read_payload(out)
 
 
 def supervise(procs: list[Any], work: Path, tp: int, poll: float = 0.1) -> None:

@@ -21,23 +21,24 @@ def _source_lines(payload: dict[str, Any], root: Path | None, file: str) -> list
 
 
 def flow_table(payload: dict[str, Any], root: Path | None = None) -> list[str]:
-    """After each line of Qwen3DecoderLayer.forward, per layer: what residual / hidden_states held."""
+    """After each line of Qwen3DecoderLayer.forward, per layer: what residual / hidden_states held.
+
+    Read from the summary's flow rows and the function's statements, never from the records: the report
+    reads a written trace (:func:`annotate.trace.store.read_payload`, records typed) and the payload a run
+    has just written alike."""
     rows: dict[int, dict[int, str]] = {}
-    texts: dict[int, str] = {}
-    records = payload["records"]
-    sources: dict[str, list[str]] = {}
+    fn = next((f for f in payload.get("functions", []) if f["name"] == FLOW_FN), None)
+    ends = {st["line"]: st["end_line"] for st in fn["statements"]} if fn else {}
     for f in payload["summary"]["flow"]:
         if f["function"] != FLOW_FN or f["kind"] != "line" or f["layer"] is None:
             continue
         held = f["held"]
         cell = "  ".join(f"{'h' if n == 'hidden_states' else 'r'}={held[n]['label']}" for n in ("hidden_states", "residual") if n in held)
         rows.setdefault(f["line"], {})[f["layer"]] = cell
-        r = records[f["record"]]
-        texts[f["line"]] = statement_text(sources.setdefault(r["file"], _source_lines(payload, root, r["file"])),
-                                            r["line"], r["end_line"])
+    source = _source_lines(payload, root, fn["file"]) if fn else []
     lines = [f"which math variable hidden_states (h) / residual (r) held after each line of {FLOW_FN}:"]
     for line in sorted(rows):
-        lines.append(f"  {line:>4}  {texts[line][:70]}")
+        lines.append(f"  {line:>4}  {statement_text(source, line, ends.get(line, line))[:70]}")
         for layer, cell in sorted(rows[line].items()):
             lines.append(f"          layer {layer}: {cell}")
     return lines

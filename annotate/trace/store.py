@@ -171,7 +171,7 @@ def trace_json(path: Path) -> Path:
     return path / JSON_NAME if path.is_dir() else path
 
 
-def _checked_json(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _checked_json(path: Path) -> dict[str, Any]:
     """A trace's JSON as read, and validated against the format's model (annotate/trace/schema.py);
     one-line UserError otherwise."""
     jpath = trace_json(path)
@@ -187,19 +187,13 @@ def _checked_json(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     missing = [k for k in ("meta", "vendor", "records", "math") if k not in payload]
     if missing:   # all the top-level blocks named at once (check_payload would name the first field it lacks)
         raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); {TRACE_FIX}")
-    return payload, schema.check_payload(payload, jpath)   # every field the site reads has its type from here on
+    return schema.check_payload(payload, jpath)   # every field the site reads has its type from here on
 
 
 def read_payload(path: Path) -> dict[str, Any]:
     """A trace's JSON validated against the format's model (annotate/trace/schema.py): records as
     `LineRecord`s, every other block checked in place; one-line UserError otherwise."""
-    return _checked_json(path)[1]
-
-
-def read_plain_payload(path: Path) -> dict[str, Any]:
-    """The same validation as :func:`read_payload`, the document returned as plain JSON (records as
-    dicts) for readers that walk it as data: the trace report, the experiment comparison, the budget."""
-    return _checked_json(path)[0]
+    return _checked_json(path)
 
 
 def load_trace(path: Path | str, source_root: Path | str | None = None,
