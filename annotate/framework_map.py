@@ -3,7 +3,7 @@
 Rows are the steps of one decoder block; each has one cell per framework (nano-vllm, HF
 transformers, vLLM), a cell being a list of symbolic anchors (file › symbol › statement, ``nth``) and
 which variable holds which math value after the step. The page is rendered by
-:mod:`annotate.pages.map_page`; `vendor update` and `annotate check` resolve the same anchors.
+:mod:`annotate.pages.lesson.map_page`; `vendor update` and `annotate check` resolve the same anchors.
 """
 from __future__ import annotations
 

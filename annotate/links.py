@@ -41,7 +41,7 @@ def relative(from_src_uri: str, to_src_uri: str) -> str:
 
 @dataclass(frozen=True)
 class FileFacts:
-    """What the site knows about one vendored file, computed once per build (:mod:`annotate.pages.snapshot`).
+    """What the site knows about one vendored file, computed once per build (:mod:`annotate.pages.base.snapshot`).
 
     ``data`` and ``source`` are the file as read and parsed, ``line_map`` its diff against the
     upstream facts of ``lock`` (the lock of the upstream that holds it), ``status`` `vendor status`'s

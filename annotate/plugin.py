@@ -1,10 +1,10 @@
 """MkDocs plugin ``annotate``: thin glue between MkDocs' hooks and the rooms that do the work.
 
-One frozen :class:`annotate.pages.snapshot.Snapshot` (the build's facts: vendored files, notes,
+One frozen :class:`annotate.pages.base.snapshot.Snapshot` (the build's facts: vendored files, notes,
 references, traces, the map, the lesson's claims) is made in ``on_files`` and is the only state kept
 between hooks; ``on_config`` reads the configuration once (the project layout, :class:`annotate.project.Project`,
 from MkDocs' own config; strict; the KaTeX renderer).
-Policy lives in the rooms: the traces' (:func:`annotate.pages.trace_set.review_traces`), broken
+Policy lives in the rooms: the traces' (:func:`annotate.pages.base.trace_set.review_traces`), broken
 references' (:func:`annotate.references.broken`), the page math (:func:`annotate.docs_math.render_page_math`).
 Hooks:
 
@@ -15,10 +15,10 @@ Hooks:
   written (one line each). It also sets the nav in reading order (lesson, source, trace,
   reference, maintaining) unless mkdocs.yml has one: the generated pages could not be listed there.
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink), then
-  ``{{value …}}`` and ``{{= …}}`` placeholders (:mod:`annotate.pages.lesson_values`, :mod:`annotate.claims`),
-  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson_formulas`).
+  ``{{value …}}`` and ``{{= …}}`` placeholders (:mod:`annotate.pages.lesson.lesson_values`, :mod:`annotate.claims`),
+  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson.lesson_formulas`).
 - ``on_page_content``: sanitise hand-written pages, render arithmatex's ``$…$`` / ``$$…$$`` spans with
-  KaTeX at build time, and draw the element-level diagrams (``{{diagram NAME}}``, :mod:`annotate.pages.diagrams`).
+  KaTeX at build time, and draw the element-level diagrams (``{{diagram NAME}}``, :mod:`annotate.pages.lesson.diagrams`).
 - ``on_post_template`` / ``on_post_build``: 404.html with relative links, no source maps
   (:mod:`annotate.render.offline`); the search index refined so that symbols and notes land on their
   lines (:mod:`annotate.search_index`).
@@ -41,15 +41,18 @@ from mkdocs.structure.pages import Page
 from annotate import claims, codec, references, safe_html, search_index
 from annotate.docs_math import render_page_math
 from annotate.errors import UserError
-from annotate.pages import diagrams, lesson_formulas, lesson_values, providers
-from annotate.pages.generate import generate
-from annotate.pages.experiment_page import experiment_pages
-from annotate.pages.map_page import MAP_URI, render_map
-from annotate.pages.nav import site_nav
-from annotate.pages.snapshot import Snapshot, build_snapshot
-from annotate.pages.source_page import lean_math
-from annotate.pages.trace_pages import trace_pages
-from annotate.pages.trace_set import NOTICE_LOGGER
+from annotate.pages.lesson import diagrams
+from annotate.pages.lesson import lesson_formulas
+from annotate.pages.lesson import lesson_values
+from annotate.pages.source import providers
+from annotate.pages.source.generate import generate
+from annotate.pages.experiments.experiment_page import experiment_pages
+from annotate.pages.lesson.map_page import MAP_URI, render_map
+from annotate.pages.base.nav import site_nav
+from annotate.pages.base.snapshot import Snapshot, build_snapshot
+from annotate.pages.source.source_page import lean_math
+from annotate.pages.traces.trace_pages import trace_pages
+from annotate.pages.base.trace_set import NOTICE_LOGGER
 from annotate.project import Project
 from annotate.render import offline
 from annotate.render.assets import site_assets

@@ -30,8 +30,8 @@ from typing import Any, Mapping, Sequence
 
 from annotate.atomic import atomic_write_text
 from annotate.links import SOURCE_DIR, page_anchor
-from annotate.pages.snapshot import Snapshot
-from annotate.pages.tracefmt import sup_label
+from annotate.pages.base.snapshot import Snapshot
+from annotate.pages.base.tracefmt import sup_label
 
 INDEX_PATH = "search/search_index.json"
 #: page location prefix -> document boost (lunr multiplies a document's score by it); first match wins.
@@ -163,7 +163,7 @@ _SEARCH_ONLY = re.compile(r'<span class="an-tex-text" hidden>[^<]*</span>|<an-fo
 
 def strip_search_only(page_html: str) -> str:
     """The written page without what only the search index reads (each formula's wrapper and Unicode text,
-    :func:`annotate.pages.source_page.lean_math`): Material indexes a page before its template is rendered,
+    :func:`annotate.pages.source.source_page.lean_math`): Material indexes a page before its template is rendered,
     so the reader's page stays as heavy as before."""
     if "an-formula" not in page_html:
         return page_html

@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 
 from annotate.cli.site import build_site
-from annotate.pages.snapshot import build_snapshot
-from annotate.pages import extras
-from annotate.pages.generate import generate
+from annotate.pages.base.snapshot import build_snapshot
+from annotate.pages.base import extras
+from annotate.pages.source.generate import generate
 from annotate.render.katex import Katex
 
 ROOT = Path(__file__).resolve().parents[1]

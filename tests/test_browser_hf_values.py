@@ -8,7 +8,7 @@ import pytest
 
 from annotate.anchors import Anchor, resolve
 from annotate.notes import Sources
-from annotate.pages.tracefmt import num, sup_label
+from annotate.pages.base.tracefmt import num, sup_label
 from annotate.trace.hf_lines import HF_FILE
 from annotate.trace.store import load_trace
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from annotate.pages.tracefmt import num, sup_label
+from annotate.pages.base.tracefmt import num, sup_label
 from annotate.render.offline import read_search_index
 from annotate.trace.store import find_traces, load_trace
 from annotate.vendoring.lock import read_lock

@@ -14,8 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from annotate.pages.trace_set import TraceView
-from annotate.pages.values import brief
+from annotate.pages.base.trace_set import TraceView
+from annotate.pages.source.values import brief
 from annotate.trace.store import Trace, find_traces, load_trace
 
 from browser_helpers import CHROMIUM, PHONE, Visit, visiting

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.pages.tracefmt import num
+from annotate.pages.base.tracefmt import num
 from browser_helpers import DESKTOP, PHONE, visiting
 
 pytest_plugins = ["site_fixtures", "browser_fixtures", "values_fixtures"]

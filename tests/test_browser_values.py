@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from annotate.pages.tracefmt import sup_label
+from annotate.pages.base.tracefmt import sup_label
 from annotate.trace.store import load_trace
 
 from browser_helpers import DESKTOP, PHONE, Visit, visiting

@@ -191,7 +191,7 @@ def test_trace_on_cuda_checks_memory_first(tmp_path: Path, monkeypatch: pytest.M
 def test_the_lab_page_cites_the_h200_measurement_beside_the_model() -> None:
     """The lab page's budget table is the model's (six rows), and beside it each committed H200 peak with the
     model's prediction for that run, Chinese first, saying where the model is under the measurement."""
-    from annotate.pages.lab_page import lab_page
+    from annotate.pages.experiments.lab_page import lab_page
 
     page = lab_page(REPO, [])
     config = runtime.preset_config(PRESETS["qwen3-0.6b"], 28, "bfloat16")

@@ -1,4 +1,4 @@
-"""The diagrams' data (annotate.lesson.diagrams) and HTML (annotate.pages.diagrams), from real runs.
+"""The diagrams' data (annotate.lesson.diagrams) and HTML (annotate.pages.lesson.diagrams), from real runs.
 
 The claims come from running the vendored code in a scratch copy of the project that holds the
 session's real tiny trace (so the trace-based diagram and its counterexamples exist, as after
@@ -17,7 +17,7 @@ from annotate.claims import ClaimError, format_value
 from annotate.lesson import diagrams as data
 from annotate.lesson.model import Claim
 from annotate.lesson.table import Table, load_table
-from annotate.pages import diagrams as pages
+from annotate.pages.lesson import diagrams as pages
 from annotate.project import Project
 from goldens import compare_golden
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 
 from annotate.experiments import parse_experiment
-from annotate.pages.experiment_data import ComparedRow, ExperimentComparison, fates
-from annotate.pages.experiment_page import experiment_pages, render
-from annotate.pages.values import compare_anchor
+from annotate.pages.experiments.experiment_data import ComparedRow, ExperimentComparison, fates
+from annotate.pages.experiments.experiment_page import experiment_pages, render
+from annotate.pages.source.values import compare_anchor
 
 REPO = Path(__file__).resolve().parents[1]
 TEXT = """\
@@ -78,7 +78,7 @@ def test_rows_speak_chinese_first_in_the_sites_one_notation() -> None:
 
 
 def test_the_lab_pages_budget_table_asks_what_it_answers(tmp_path: Path) -> None:
-    from annotate.pages.lab_page import GPU_GIB, lab_page
+    from annotate.pages.experiments.lab_page import GPU_GIB, lab_page
 
     page = lab_page(REPO, [])
     assert f"| 装得下 {GPU_GIB} GB 吗 · fits in {GPU_GIB} GB? |" in page
@@ -114,7 +114,7 @@ class _Mapping(dict):
 
 
 def test_an_experiment_recorded_against_other_bytes_is_stale(tmp_path: Path) -> None:
-    from annotate.pages.experiment_page import stale_files
+    from annotate.pages.experiments.experiment_page import stale_files
     from annotate.vendoring.lock import sha256_bytes
 
     vendor = tmp_path / "vendor" / "nano-vllm" / "nanovllm"
@@ -145,7 +145,7 @@ def test_an_edit_anchor_that_stopped_resolving_is_a_build_problem() -> None:
 def test_a_break_says_how_far_past_the_tolerance_it_is() -> None:
     """Experiment 2's "breaks from layer 0" is marginal (rel 0.104 against 0.0625): the verdict says 1.7×, and a
     break whose tensor now equals or is nearest to another variable names it instead."""
-    from annotate.pages.experiment_data import IdentityMiss
+    from annotate.pages.experiments.experiment_data import IdentityMiss
 
     def miss_row(var: str, layer: int, base: tuple[str, ...], miss: IdentityMiss, exp: tuple[str, ...] = ()) -> ComparedRow:
         return ComparedRow(FLOW, "nanovllm/models/qwen3.py", 156, layer, 0, var, 2.0, 2.5, 1.0, base, exp, miss)
@@ -166,7 +166,7 @@ def test_a_break_says_how_far_past_the_tolerance_it_is() -> None:
 
 def test_the_shipped_experiment_verdicts_measure_each_break(tmp_path: Path) -> None:
     """On the shipped layernorm experiment: every broken identity carries its distance, read from the trace."""
-    from annotate.pages.experiment_data import compare_traces
+    from annotate.pages.experiments.experiment_data import compare_traces
     from annotate.trace.store import read_payload
 
     folder = REPO / "traces" / "experiments" / "2-layernorm"
@@ -267,7 +267,7 @@ def _to_html(markdown_text: str) -> tuple[dict, str]:
 
 
 def _check_pages(experiment, page_md: str, index_md: str) -> None:
-    from annotate.pages.experiment_page import title_text
+    from annotate.pages.experiments.experiment_page import title_text
     from annotate.safe_html import single_line
 
     meta, html_page = _to_html(page_md)
@@ -293,7 +293,7 @@ def test_generated_titles_and_hypotheses_reach_the_page_as_text() -> None:
     one row per experiment."""
     from hypothesis import HealthCheck, given, settings
 
-    from annotate.pages.experiment_page import index
+    from annotate.pages.experiments.experiment_page import index
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_hostile_text(), _hostile_text(), _hostile_text(), _hostile_text())
@@ -304,7 +304,7 @@ def test_generated_titles_and_hypotheses_reach_the_page_as_text() -> None:
     check()
 
 
-#: what the route page (annotate/pages/lab_page.py `route_page`) still hands to the build's expansions in a title
+#: what the route page (annotate/pages/experiments/lab_page.py `route_page`) still hands to the build's expansions in a title
 _ROUTE_EXPANDS = ("{{value x}}", "[[nanovllm/layers/activation.py]]")
 
 
@@ -318,7 +318,7 @@ def test_a_real_build_shows_hostile_titles_and_hypotheses_as_text(tmp_path: Path
     pages, the index and the route show every title and hypothesis as text, one index row each."""
     from annotate.cli.site import build_site
     from annotate.experiments import load_experiments
-    from annotate.pages.experiment_page import title_text
+    from annotate.pages.experiments.experiment_page import title_text
     from annotate.safe_html import single_line
     from site_fixtures import copy_project
 

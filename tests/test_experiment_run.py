@@ -17,7 +17,7 @@ import pytest
 
 from annotate.experiment_run import failure_line
 from annotate.experiments import parse_experiment
-from annotate.pages.experiment_data import compare_traces
+from annotate.pages.experiments.experiment_data import compare_traces
 from annotate.vendoring.lock import sha256_bytes
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,11 +1,11 @@
-"""The flow diagram (annotate.pages.flow): steps and labels come from the trace's identities; golden SVG."""
+"""The flow diagram (annotate.pages.traces.flow): steps and labels come from the trace's identities; golden SVG."""
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
 
-from annotate.pages.flow import extract, render_svg
-from annotate.pages.tracefmt import sup_label
+from annotate.pages.traces.flow import extract, render_svg
+from annotate.pages.base.tracefmt import sup_label
 from goldens import compare_golden
 from values_fixtures import href, mini
 

@@ -10,11 +10,11 @@ import pytest
 
 from annotate.anchors import Anchor, resolve
 from annotate.errors import UserError
-from annotate.pages.snapshot import build_snapshot
+from annotate.pages.base.snapshot import build_snapshot
 from annotate.notes import Sources
 from annotate.framework_map import load_map
-from annotate.pages.map_page import render_map
-from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.lesson.map_page import render_map
+from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.trace.hf_lines import HF_FILE, HF_LOCK, installed_file
 from annotate.trace.store import load_trace
 
@@ -77,7 +77,7 @@ def test_an_installed_transformers_other_than_the_pin_is_refused(tmp_path: Path)
 
 
 def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) -> None:
-    from annotate.pages.hf_values import HfValues
+    from annotate.pages.source.hf_values import HfValues
 
     traces = TraceSet([TraceView("cpu", load_trace(tiny_trace.out, REPO))])
     files = build_snapshot(REPO).files
@@ -94,7 +94,7 @@ def test_hf_page_panels_follow_the_recorded_bytes(tiny_trace, tmp_path: Path) ->
 
 
 def test_map_and_hf_page_show_the_same_trace_when_the_default_has_no_hf_lines(tiny_trace) -> None:
-    from annotate.pages.hf_values import HfValues
+    from annotate.pages.source.hf_values import HfValues
 
     from values_fixtures import mini
 

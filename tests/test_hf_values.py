@@ -1,14 +1,14 @@
-"""The HF page's values panels (annotate/pages/hf_values.py): nano-vllm's panel structure, HF's rows."""
+"""The HF page's values panels (annotate/pages/source/hf_values.py): nano-vllm's panel structure, HF's rows."""
 from __future__ import annotations
 
 import copy
 import json
 from pathlib import Path
 
-from annotate.pages.hf_values import OLD_TRACE, HfValues
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc
-from annotate.pages.values import script_uri
+from annotate.pages.source.hf_values import OLD_TRACE, HfValues
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import esc
+from annotate.pages.source.values import script_uri
 from annotate.trace.hf_lines import HF_FILE
 
 from values_fixtures import mini, repo_snapshot

@@ -142,3 +142,38 @@ def test_the_finder_sees_a_circle_and_a_late_import(tmp_path: Path) -> None:
     late = ast.parse("def f():\n    from annotate.y import g\n")
     node = next(n for n in ast.walk(late) if isinstance(n, ast.ImportFrom))
     assert _targets(mods, "annotate.x", node) == {"annotate.y"}
+
+
+#: annotate/pages' families, lowest first: each imports only itself and those before it (issue 37)
+PAGE_FAMILIES = ("base", "traces", "source", "lesson", "experiments")
+
+
+def _family_breaches(graph: dict[str, set[str]], package: str, order: tuple[str, ...]) -> list[str]:
+    """Imports between ``package``'s subpackages that point up ``order`` (or into a module at its top)."""
+    def family(module: str) -> str | None:   # a family's own __init__ belongs to it
+        first = module.removeprefix(package + ".").split(".")[0]
+        return first if module.startswith(package + ".") and first in order else None
+    wrong = []
+    for source, targets in graph.items():
+        mine = family(source)
+        for target in targets:
+            theirs = family(target)
+            if mine is None or not target.startswith(package + "."):
+                continue
+            if theirs is None or order.index(theirs) > order.index(mine):
+                wrong.append(f"{source} imports {target}")
+    return sorted(wrong)
+
+
+def test_page_families_import_one_way() -> None:
+    mods = modules()
+    found = {m.split(".")[2] for m in mods if m.startswith("annotate.pages.") and m.count(".") >= 3}
+    assert found == set(PAGE_FAMILIES), found
+    loose = [m for m in mods if m.startswith("annotate.pages.") and m.count(".") == 2 and m.split(".")[2] not in PAGE_FAMILIES]
+    assert loose == [], f"every page module lives in a family: {loose}"
+    assert _family_breaches(edges(), "annotate.pages", PAGE_FAMILIES) == []
+
+
+def test_the_family_check_sees_an_upward_import() -> None:
+    graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}
+    assert _family_breaches(graph, "p", ("a", "b")) == ["p.a.x imports p.b.y"]

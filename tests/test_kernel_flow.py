@@ -1,4 +1,4 @@
-"""annotate.pages.kernel_flow: Triton kernel lines placed on the Python statements they compute, by analysis.
+"""annotate.pages.traces.kernel_flow: Triton kernel lines placed on the Python statements they compute, by analysis.
 
 The kernels below are written for these tests in the shape Inductor gives them (pointer signature, loads
 widened to float32, a masked row sum); one keeps the eager rounding as an explicit cast, one drops it, one
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from annotate.pages import kernel_flow
-from annotate.pages.kernel_flow import analyse, parse_kernel, read_body, wrapper_returns
+from annotate.pages.traces import kernel_flow
+from annotate.pages.traces.kernel_flow import analyse, parse_kernel, read_body, wrapper_returns
 from goldens import VENDOR
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,12 +1,12 @@
-"""The fused kernel page (annotate.pages.kernels_page): bytes from the trace's shapes, body beside kernel, golden."""
+"""The fused kernel page (annotate.pages.traces.kernels_page): bytes from the trace's shapes, body beside kernel, golden."""
 from __future__ import annotations
 
-from annotate.pages import kernels_page
+from annotate.pages.traces import kernels_page
 from pathlib import Path
 
 import pytest
 
-from annotate.pages.kernels_page import body_source, compile_evidence, traffic
+from annotate.pages.traces.kernels_page import body_source, compile_evidence, traffic
 from annotate.render.offline import read_search_index
 from annotate.source import parse
 from goldens import compare_golden
@@ -52,7 +52,7 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
     import json
     import shutil
 
-    from annotate.pages.trace_set import TraceSet, TraceView
+    from annotate.pages.base.trace_set import TraceSet, TraceView
     from annotate.trace.store import load_trace
     from values_fixtures import mini_dir
 
@@ -84,7 +84,7 @@ CUDA = REPO / "traces" / "cuda"
 
 
 def _cuda_set():
-    from annotate.pages.trace_set import TraceSet, TraceView
+    from annotate.pages.base.trace_set import TraceSet, TraceView
     from annotate.trace.store import load_trace
 
     return TraceSet([TraceView("cpu", mini()), TraceView("cuda", load_trace(CUDA, REPO))])

@@ -1,4 +1,4 @@
-"""A cite button under each display formula, naming the code its {{code …}} lines point at (annotate.pages.lesson_formulas)."""
+"""A cite button under each display formula, naming the code its {{code …}} lines point at (annotate.pages.lesson.lesson_formulas)."""
 from __future__ import annotations
 
 import html
@@ -6,8 +6,8 @@ import html
 import pytest
 
 from annotate.errors import UserError
-from annotate.pages.lesson_formulas import expand
-from annotate.pages.source_page import CITE_HEAD
+from annotate.pages.lesson.lesson_formulas import expand
+from annotate.pages.source.source_page import CITE_HEAD
 
 from values_fixtures import repo_files, repo_sources
 

@@ -1,4 +1,4 @@
-"""Recorded values cited in prose (annotate.pages.lesson_values) on the committed mini trace."""
+"""Recorded values cited in prose (annotate.pages.lesson.lesson_values) on the committed mini trace."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from annotate.errors import UserError
-from annotate.pages.lesson_values import expand
-from annotate.pages.tracefmt import num, sup_label
-from annotate.pages.trace_set import NOTICE_LOGGER, TraceSet, TraceView
+from annotate.pages.lesson.lesson_values import expand
+from annotate.pages.base.tracefmt import num, sup_label
+from annotate.pages.base.trace_set import NOTICE_LOGGER, TraceSet, TraceView
 
 from values_fixtures import mini, mini_set, repo_sources
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from annotate.links import page_anchor, page_src_uri, relative
-from annotate.pages.snapshot import build_snapshot
+from annotate.pages.base.snapshot import build_snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 PIN = "2f214426530e2841e7d24c73ee0dfa914d62df56"

@@ -13,8 +13,8 @@ from annotate.anchors import Anchor, resolve
 from annotate.errors import UserError
 from annotate.notes import Sources
 from annotate.framework_map import FRAMEWORKS, MAP_FILE, load_map
-from annotate.pages.map_page import render_map
-from annotate.pages.snapshot import Snapshot, build_snapshot
+from annotate.pages.lesson.map_page import render_map
+from annotate.pages.base.snapshot import Snapshot, build_snapshot
 
 pytest_plugins = ["site_fixtures"]
 REPO = Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def test_the_float32_lines_are_the_float32_traces_findings(rows, facts) -> None:
 
 
 def test_every_float32_statement_of_the_shipped_map_holds_in_the_float32_trace(rows, facts) -> None:
-    from annotate.pages.map_truth import contradictions, hf_lines_today
+    from annotate.pages.lesson.map_truth import contradictions, hf_lines_today
     from values_fixtures import mini_set
 
     view = mini_set("f32").find(dtype="float32")
@@ -283,7 +283,7 @@ def test_the_map_states_its_smaller_facts(rows, facts) -> None:
 
 
 def test_the_identities_table_says_when_a_value_is_a_replayed_float32_one() -> None:
-    from annotate.pages.map_page import _how_compared
+    from annotate.pages.lesson.map_page import _how_compared
     from values_fixtures import mini
 
     trace = mini()

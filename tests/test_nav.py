@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from annotate.pages.nav import nest, site_nav
+from annotate.pages.base.nav import nest, site_nav
 
 pytest_plugins = ["site_fixtures"]
 

@@ -1,4 +1,4 @@
-"""The numerics page (annotate.pages.numerics_page): every number from a trace; float32 hazard; golden."""
+"""The numerics page (annotate.pages.traces.numerics_page): every number from a trace; float32 hazard; golden."""
 from __future__ import annotations
 
 import html
@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from annotate.pages import numerics_page
-from annotate.pages.numerics_page import elementwise, rounding_calls
-from annotate.pages.tracefmt import num
-from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.traces import numerics_page
+from annotate.pages.traces.numerics_page import elementwise, rounding_calls
+from annotate.pages.base.tracefmt import num
+from annotate.pages.base.trace_set import TraceSet, TraceView
 import values_fixtures
 from goldens import compare_golden
 from values_fixtures import href, mini, mini_set
@@ -113,7 +113,7 @@ def test_rounding_norms_are_float64_from_the_saved_tensors(tensor_trace) -> None
     much as the difference itself)."""
     import torch
 
-    from annotate.pages.numerics_page import norms64
+    from annotate.pages.traces.numerics_page import norms64
 
     calls = rounding_calls(tensor_trace)
     page = numerics_page.render(TraceSet([TraceView("tiny", tensor_trace)]), href)

@@ -6,11 +6,11 @@ import re
 from pathlib import Path
 
 
-from annotate.pages.extras import NoExtras
-from annotate.pages.generate import generate
-from annotate.pages.snapshot import build_snapshot
+from annotate.pages.base.extras import NoExtras
+from annotate.pages.source.generate import generate
+from annotate.pages.base.snapshot import build_snapshot
 from goldens import compare_golden
-from annotate.pages.highlight import highlight_lines
+from annotate.pages.base.highlight import highlight_lines
 from annotate.safe_html import prose, split_math
 
 pytest_plugins = ["site_fixtures"]
@@ -199,7 +199,7 @@ def test_every_upstream_url_on_every_page_is_at_the_pin_with_the_repository_path
 def test_lean_math_strips_every_mathml_copy_and_names_each_statement() -> None:
     """A formula set as parts (katex.display_parts) keeps no hidden MathML in any part (search would index
     raw TeX), and each part's accessible name is its own statement's TeX (what a copied selection gets)."""
-    from annotate.pages.source_page import lean_math
+    from annotate.pages.source.source_page import lean_math
     from annotate.render.katex import Katex
 
     katex = Katex(Path(__file__).resolve().parents[1])

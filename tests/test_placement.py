@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.pages.trace_set import load_traces
+from annotate.pages.base.trace_set import load_traces
 from annotate.trace import placement
 from annotate.trace.store import VERSION, load_trace
 from annotate.vendoring.linemap import match_lines
@@ -117,7 +117,7 @@ def test_a_committed_device_trace_from_another_pin_is_a_notice_not_a_refusal(tmp
     assert "1 recorded line(s) no longer exist" in status
     notice = view.file_notice(QWEN3)
     assert notice.startswith("traces/cuda（H200 · CUDA · bfloat16）记录于") and f"L{CHANGED + SHIFT}" in notice
-    from annotate.pages.values import ValuesPanel
+    from annotate.pages.source.values import ValuesPanel
 
     banner = ValuesPanel(traces).banner_html(QWEN3)
     assert "记录于另一版本 Recorded at another pin" in banner and f"recorded L{CHANGED + SHIFT} no longer exist" in banner

@@ -1,9 +1,9 @@
-"""Plots (annotate.pages.plots): the series come from the identities; SVG is deterministic and needs no font."""
+"""Plots (annotate.pages.base.plots): the series come from the identities; SVG is deterministic and needs no font."""
 from __future__ import annotations
 
 import re
 
-from annotate.pages.plots import DARK, LIGHT, figure_html, hf_diff_svg, norms_svg, series
+from annotate.pages.base.plots import DARK, LIGHT, figure_html, hf_diff_svg, norms_svg, series
 from values_fixtures import mini
 
 

@@ -10,7 +10,7 @@ from annotate.anchors import resolve
 from annotate.links import FileFacts
 from annotate.notes import Sources
 from annotate.vendoring.sync import vendored_files
-from annotate.pages.snapshot import build_snapshot
+from annotate.pages.base.snapshot import build_snapshot
 from annotate.references import (BadReference, broken, expand, find_references, parse_reference, render, scan_references, substitute,
                                  unresolved_message)
 

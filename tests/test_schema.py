@@ -21,11 +21,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from annotate.errors import UserError
-from annotate.pages import plots
-from annotate.pages.providers import providers
-from annotate.pages.lesson_values import expand
-from annotate.pages.trace_pages import trace_pages
-from annotate.pages.trace_set import TraceSet, TraceView, review_traces
+from annotate.pages.base import plots
+from annotate.pages.source.providers import providers
+from annotate.pages.lesson.lesson_values import expand
+from annotate.pages.traces.trace_pages import trace_pages
+from annotate.pages.base.trace_set import TraceSet, TraceView, review_traces
 from annotate.trace import schema
 from annotate.trace.store import load_trace
 from values_fixtures import mini_dir, repo_files, repo_sources

@@ -110,7 +110,7 @@ def test_table_cells_are_kept_apart_for_the_index() -> None:
 
 
 def test_what_only_the_index_reads_leaves_the_written_page() -> None:
-    from annotate.pages.source_page import lean_math
+    from annotate.pages.source.source_page import lean_math
 
     formula = lean_math(lambda tex, display: f'<span class="katex"><span class="katex-html">{tex}</span></span>')
     shown = formula(r"10^{-6}", False)

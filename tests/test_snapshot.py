@@ -1,4 +1,4 @@
-"""The build's snapshot (annotate.pages.snapshot): what it holds, that it is frozen, and that one build
+"""The build's snapshot (annotate.pages.base.snapshot): what it holds, that it is frozen, and that one build
 reads, parses and diffs each vendored file once and walks each vendor folder once, pages included."""
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import pytest
 
 from annotate import references, source
 from annotate.errors import UserError
-from annotate.pages import providers
-from annotate.pages.generate import generate
-from annotate.pages.map_page import render_map
-from annotate.pages.snapshot import Snapshot, build_snapshot
-from annotate.pages.trace_set import TraceReview
+from annotate.pages.source import providers
+from annotate.pages.source.generate import generate
+from annotate.pages.lesson.map_page import render_map
+from annotate.pages.base.snapshot import Snapshot, build_snapshot
+from annotate.pages.base.trace_set import TraceReview
 from annotate.project import Project
 from annotate.vendoring import linemap
 

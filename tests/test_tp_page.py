@@ -1,4 +1,4 @@
-"""The 张量并行 page and the rank view of the values panels (annotate.pages.tp_page, values.py), on the
+"""The 张量并行 page and the rank view of the values panels (annotate.pages.traces.tp_page, values.py), on the
 real `--preset tiny --tp 2` trace: every number on the page is the trace's."""
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from annotate.pages import tp_page
-from annotate.pages.tp_page import slice_label, split_key
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import num
-from annotate.pages.values import ValuesPanel, merged_views
+from annotate.pages.traces import tp_page
+from annotate.pages.traces.tp_page import slice_label, split_key
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import num
+from annotate.pages.source.values import ValuesPanel, merged_views
 from values_fixtures import href, mini_set
 
 pytestmark = pytest.mark.slow

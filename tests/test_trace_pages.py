@@ -1,8 +1,8 @@
-"""The generated trace pages (annotate.pages.trace_pages): which pages and files, with and without traces."""
+"""The generated trace pages (annotate.pages.traces.trace_pages): which pages and files, with and without traces."""
 from __future__ import annotations
 
-from annotate.pages.trace_pages import HF_SVG, INDEX, NORMS_SVG, trace_pages
-from annotate.pages.trace_set import TraceSet
+from annotate.pages.traces.trace_pages import HF_SVG, INDEX, NORMS_SVG, trace_pages
+from annotate.pages.base.trace_set import TraceSet
 from values_fixtures import mini_set, repo_files, repo_sources
 
 
@@ -28,8 +28,8 @@ def test_without_traces_every_page_says_how_to_record_one() -> None:
 def test_the_input_tokens_are_shown_with_their_ids_and_escaped() -> None:
     from dataclasses import replace
 
-    from annotate.pages.trace_pages import input_tokens
-    from annotate.pages.trace_set import TraceView
+    from annotate.pages.traces.trace_pages import input_tokens
+    from annotate.pages.base.trace_set import TraceView
 
     view = mini_set("bf16").views[0]
     ids = view.trace.meta["input"]["ids"]

@@ -1,4 +1,4 @@
-"""Traces found under traces/ (annotate.pages.trace_set) and what a build does with stale or broken ones."""
+"""Traces found under traces/ (annotate.pages.base.trace_set) and what a build does with stale or broken ones."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from annotate.cli import main
 from annotate.errors import UserError
 import dataclasses
 
-from annotate.pages.trace_set import REFUSAL_FIX, TraceReview, TraceSet, TraceView, load_traces, review_traces
+from annotate.pages.base.trace_set import REFUSAL_FIX, TraceReview, TraceSet, TraceView, load_traces, review_traces
 from site_fixtures import copy_project
 from values_fixtures import mini, mini_dir, mini_set
 

@@ -10,9 +10,9 @@ import pytest
 
 from annotate.cli import main
 from annotate.errors import UserError
-from annotate.pages.snapshot import build_snapshot
+from annotate.pages.base.snapshot import build_snapshot
 from annotate.framework_map import load_map
-from annotate.pages.map_page import render_map
+from annotate.pages.lesson.map_page import render_map
 from annotate.vendoring import read_lock
 from vendor_helpers import commit_then_edit
 

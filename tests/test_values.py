@@ -1,10 +1,10 @@
-"""The values panel (annotate.pages.values) on the committed mini traces: placement, layers, identities, goldens."""
+"""The values panel (annotate.pages.source.values) on the committed mini traces: placement, layers, identities, goldens."""
 from __future__ import annotations
 
 
-from annotate.pages.tracefmt import human_bytes, identity_text, nbytes, num, sup_label
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.values import ValuesPanel, brief, kind_words, merged_views, script_uri, unchanged_html
+from annotate.pages.base.tracefmt import human_bytes, identity_text, nbytes, num, sup_label
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.source.values import ValuesPanel, brief, kind_words, merged_views, script_uri, unchanged_html
 
 from goldens import compare_golden
 from values_fixtures import mini, mini_set
@@ -202,7 +202,7 @@ def test_call_and_pass_shown_only_when_they_vary() -> None:
     only when the panel's records differ in it."""
     from types import SimpleNamespace
 
-    from annotate.pages.values import call_varies
+    from annotate.pages.source.values import call_varies
 
     rec = lambda call, hit: SimpleNamespace(call=call, hit=hit)  # noqa: E731
     assert call_varies([rec(0, 0), rec(0, 0)]) == (False, False)
@@ -215,7 +215,7 @@ def test_a_copy_from_another_function_names_its_file_and_says_why() -> None:
     in a tooltip: the visible words name file:line, which return value, and why it is the same copy."""
     from types import SimpleNamespace
 
-    from annotate.pages.values import same_copy_text
+    from annotate.pages.source.values import same_copy_text
 
     first = SimpleNamespace(file="nanovllm/layers/layernorm.py", line=50, module="model.layers.1.input_layernorm",
                             function="RMSNorm.forward")

@@ -19,12 +19,12 @@ import pytest
 
 from annotate.links import FileFacts
 from annotate.source import SourceFile
-from annotate.pages.trace_set import TraceSet, TraceView
+from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.trace.store import Trace, find_traces, load_trace
 from goldens import GOLDEN, VENDOR
 
 if TYPE_CHECKING:
-    from annotate.pages.snapshot import Snapshot
+    from annotate.pages.base.snapshot import Snapshot
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = GOLDEN / "values"
@@ -67,7 +67,7 @@ def mini_set(*names: str) -> TraceSet:
 
 
 def href(file: str, line: int, layer: int | None = None, trace: str | None = None) -> str:
-    """A link as the trace pages make it (annotate.pages.tracefmt.value_url when a layer is given)."""
+    """A link as the trace pages make it (annotate.pages.base.tracefmt.value_url when a layer is given)."""
     return (f"../source/{file}.html#L{line}" + ("" if layer is None else f"&layer={layer}")
             + ("" if trace is None else f"&trace={trace}"))
 
@@ -113,7 +113,7 @@ def tensor_trace(request: pytest.FixtureRequest) -> Trace:
 @functools.cache
 def repo_snapshot() -> Snapshot:
     """The project's build snapshot (built once per session)."""
-    from annotate.pages.snapshot import build_snapshot
+    from annotate.pages.base.snapshot import build_snapshot
 
     return build_snapshot(REPO)
 

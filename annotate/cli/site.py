@@ -53,7 +53,7 @@ def run_check(args: argparse.Namespace) -> int:
         bad_math = check_docs(project, math_check)
         if bad_math:
             raise UserError(bad_math[0] + (f" (and {len(bad_math) - 1} more)" if len(bad_math) > 1 else ""))
-    from annotate.pages.map_truth import check_project
+    from annotate.pages.lesson.map_truth import check_project
 
     contradicted, unchecked = check_project(project.root)   # the map's float32 statements vs the float32 trace
     for line in contradicted:

@@ -1,7 +1,11 @@
-"""Source pages: the Markdown (with raw HTML) MkDocs turns into one page per vendored file.
+"""The site's generated pages, one subpackage a page family; imports point one way, down this list:
 
-- :mod:`annotate.pages.highlight` splits Pygments tokens into balanced per-line HTML,
-- :mod:`annotate.safe_html` renders note prose (Markdown + ``$inline math$``, sanitised),
-- :mod:`annotate.pages.extras` is the hook for per-line extras (trace values panels),
-- :mod:`annotate.pages.source_page` assembles one page; :mod:`annotate.pages.index` the file list.
+- :mod:`annotate.pages.base`: what every family shares (the trace set and its labels, number formats,
+  plots, folds, the vendored sources' snapshot, highlighting, the extras protocol, the nav);
+- :mod:`annotate.pages.traces`: the trace pages (flow, kernels, numerics, tensor parallel);
+- :mod:`annotate.pages.source`: one page per vendored file and the values panels beside its lines;
+- :mod:`annotate.pages.lesson`: the lesson's formulas and values, the diagrams, the three-framework map;
+- :mod:`annotate.pages.experiments`: the experiment, lab and route pages.
+
+tests/test_import_graph.py holds them to that order.
 """

@@ -9,7 +9,7 @@ prefixes): a record whose lines all have a counterpart moves to today's lines; o
 whose line is gone is kept as "recorded at <pin>, line N" and shown on no line.
 
 Version-1 traces carry no line hashes: their records keep the recorded lines, and a file whose
-bytes changed is withheld by the site as before (annotate/pages/trace_set.py).
+bytes changed is withheld by the site as before (annotate/pages/base/trace_set.py).
 """
 from __future__ import annotations
 

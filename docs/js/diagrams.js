@@ -42,7 +42,7 @@
   }
 
   // The selected cell's 引用 button: annotate.js copies the data-cite-text beside it. The parts come from
-  // the build (annotate/pages/diagrams.py diagram_cell_citation joins the same ones), nothing is made up here.
+  // the build (annotate/pages/lesson/diagrams.py diagram_cell_citation joins the same ones), nothing is made up here.
   function cite(out, data, entry) {
     if (!data.cite || !entry.what) return;
     var text = [data.cite.head, entry.what, "算式 formula: " + entry.formula, data.cite.tail];

@@ -1,4 +1,4 @@
-/* Long tables folded by layer (annotate/pages/folds.py): the page's switch "只显示有差别的行 · only the rows
+/* Long tables folded by layer (annotate/pages/base/folds.py): the page's switch "只显示有差别的行 · only the rows
    that differ" appears and is on, so a fold shows the rows on which something differs; turning it off shows
    every row. An address that names a row (a values panel's compare link, #cmp-…) opens every fold around
    it and shows it even when it does not differ, then brings it to the middle of the screen.

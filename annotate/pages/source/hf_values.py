@@ -2,7 +2,7 @@
 
 The trace of nano-vllm also ran HF's Qwen3 (eager) under the same line recorder
 (:mod:`annotate.trace.hf_lines`). This provider gives HF's page the very panel nano-vllm's pages have
-(:mod:`annotate.pages.values`): a collapsed ``<details class="an-values">`` after each recorded line
+(:mod:`annotate.pages.source.values`): a collapsed ``<details class="an-values">`` after each recorded line
 with the layer switch, a page-wide trace switch, views loaded from a script beside the page, the
 citation buttons, row click and Esc — all from the same ``docs/assets/annotate.js``. A view shows each
 HF tensor's shape, ‖·‖ and first values, the math variable it was identified as (by comparison), and
@@ -16,11 +16,11 @@ import posixpath
 from typing import Any, Mapping
 
 from annotate.links import FileFacts, page_src_uri
-from annotate.pages.extras import NoExtras
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import (NONE_KEY, esc, layer_key, layer_name, margin_text, math_words, num, sup_label,
+from annotate.pages.base.extras import NoExtras
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import (NONE_KEY, esc, layer_key, layer_name, margin_text, math_words, num, sup_label,
                                      value_url)
-from annotate.pages.values import ValuesPanel, script_uri, trace_banner
+from annotate.pages.source.values import ValuesPanel, script_uri, trace_banner
 from annotate.vendoring.lock import sha256_bytes
 
 HfRow = dict[str, Any]
@@ -29,7 +29,7 @@ OLD_TRACE = ("这份运行录制时还不记录 HF 张量的数值；重新录�
 
 
 class HfValues(NoExtras):
-    """A :class:`annotate.pages.extras.LineExtras` provider for the HF file's page."""
+    """A :class:`annotate.pages.base.extras.LineExtras` provider for the HF file's page."""
 
     def __init__(self, traces: TraceSet, files: Mapping[str, FileFacts]) -> None:
         self.shown = hf_views(traces, files)

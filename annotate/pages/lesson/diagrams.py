@@ -28,9 +28,9 @@ from annotate.lesson.diagrams import (COUNTEREXAMPLE_REF, PAGE, Block, Cell, Cou
                                       all_diagrams, counterexample_numbers, n, order_problem, ref_problems)
 from annotate.links import FileFacts
 from annotate.project import DOCS_FOLDER, Project
-from annotate.pages.lesson_formulas import CodeRef, resolve_code
-from annotate.pages.source_page import cite_head
-from annotate.pages.tracefmt import esc, sup_label
+from annotate.pages.lesson.lesson_formulas import CodeRef, resolve_code
+from annotate.pages.source.source_page import cite_head
+from annotate.pages.base.tracefmt import esc, sup_label
 from annotate.source import SourceFile
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class CiteFacts:
             if self.sources is None:
                 lines.append(f"实现 code: {anchor}")
                 continue
-            ref: CodeRef = resolve_code(anchor, self.sources, self.files, f"annotate/pages/diagrams.py: CODE[{key!r}]")
+            ref: CodeRef = resolve_code(anchor, self.sources, self.files, f"annotate/pages/lesson/diagrams.py: CODE[{key!r}]")
             lines += ref.cite_lines()
         return lines
 
@@ -77,7 +77,7 @@ class CiteFacts:
         anchor = next(iter(CODE.get(key, ())), "")
         if self.sources is None or not anchor:
             return "nano-vllm"
-        return resolve_code(anchor, self.sources, self.files, f"annotate/pages/diagrams.py: CODE[{key!r}]").owner
+        return resolve_code(anchor, self.sources, self.files, f"annotate/pages/lesson/diagrams.py: CODE[{key!r}]").owner
 
 _MARKER = re.compile(r"<p>\{\{diagram ([a-z0-9_]+)\}\}</p>")
 _CODE = re.compile(r"`([^`<>]+)`")

@@ -12,7 +12,7 @@ data-path="nanovllm/layers/layernorm.py">``; a provider can
   first opens, so the page itself stays light.
 
 Every provider implements all four (:class:`NoExtras` gives the empty answers to inherit).
-Providers are listed by :func:`annotate.pages.providers.providers` (a room above every provider, so this
+Providers are listed by :func:`annotate.pages.source.providers.providers` (a room above every provider, so this
 protocol imports none of them); pages without any still build.
 """
 from __future__ import annotations

@@ -31,11 +31,11 @@ from annotate.links import FileFacts
 from annotate.project import DOCS_FOLDER, Project
 from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
-from annotate.pages.source_page import cite_head
-from annotate.pages.trace_set import DEFAULT_KEY, NOTICE_LOGGER, TraceSet, TraceView
+from annotate.pages.source.source_page import cite_head
+from annotate.pages.base.trace_set import DEFAULT_KEY, NOTICE_LOGGER, TraceSet, TraceView
 from annotate.trace.schema import VarRecord
 from annotate.references import find_file
-from annotate.pages.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
+from annotate.pages.base.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
 from annotate.source import AnchorError, SourceFile
 
 PLACEHOLDER = re.compile(r"\{\{value(?P<body>(?:\s.*?)?)\}\}")   # `{{value}}`: an empty body, refused
@@ -159,7 +159,7 @@ def _unclosed(text: str, where: str) -> None:
 def expand(markdown: str, page: str, sources: Mapping[str, SourceFile], traces: TraceSet | None,
            folder: str = DOCS_FOLDER, files: Mapping[str, FileFacts] | None = None) -> str:
     """Replace every ``{{value …}}`` on `page` (docs-relative) with the recorded value and its link;
-    ``sources`` are the build's parsed vendored files (:attr:`annotate.pages.snapshot.Snapshot.sources`),
+    ``sources`` are the build's parsed vendored files (:attr:`annotate.pages.base.snapshot.Snapshot.sources`),
     ``folder`` the docs folder as messages name it (``Project.docs_label``)."""
     if "{{value" not in markdown:
         return markdown

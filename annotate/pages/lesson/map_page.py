@@ -14,14 +14,14 @@ from typing import Any, Sequence
 
 from annotate.anchors import Anchor, Resolution
 from annotate.framework_map import FRAMEWORKS, MapCell, Row
-from annotate.pages.source_page import cite_head
+from annotate.pages.source.source_page import cite_head
 from annotate.links import page_anchor, page_url
-from annotate.pages.highlight import wrap_points
-from annotate.pages.map_truth import NO_TRACE, cell_line, contradictions, float32_words, hf_lines_today
-from annotate.pages.hf_values import hf_view, shown_hf_lines
-from annotate.pages.snapshot import Snapshot
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import num, value_url
+from annotate.pages.base.highlight import wrap_points
+from annotate.pages.lesson.map_truth import NO_TRACE, cell_line, contradictions, float32_words, hf_lines_today
+from annotate.pages.source.hf_values import hf_view, shown_hf_lines
+from annotate.pages.base.snapshot import Snapshot
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import num, value_url
 from annotate.notes import CheckEntry
 
 MAP_URI = "map.md"
@@ -42,7 +42,7 @@ def render_map(rows: Sequence[Row], facts: Snapshot, traces: TraceSet | None = N
 
     ``traces`` (the build's, with a fresh-pinned trace) adds the identities found by comparison: which
     variable on which line of each framework held x, x₁, x₂, from the trace whose HF lines HF's own page
-    shows (:func:`annotate.pages.hf_values.shown_hf_lines`), or why there are none.
+    shows (:func:`annotate.pages.source.hf_values.shown_hf_lines`), or why there are none.
     """
     problems: list[str] = []
     f32 = traces.find(dtype="float32") if traces is not None else None

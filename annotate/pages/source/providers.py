@@ -1,6 +1,6 @@
 """Which per-line extras a build uses: the values panels and HF's traced lines.
 
-It sits above :mod:`annotate.pages.extras` (the protocol) and the providers that implement it, so the
+It sits above :mod:`annotate.pages.base.extras` (the protocol) and the providers that implement it, so the
 protocol imports no provider and no provider imports this list.
 """
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from annotate.links import FileFacts
-from annotate.pages.extras import LineExtras
-from annotate.pages.hf_values import HfValues
-from annotate.pages.trace_set import TraceSet
-from annotate.pages.values import ValuesPanel
+from annotate.pages.base.extras import LineExtras
+from annotate.pages.source.hf_values import HfValues
+from annotate.pages.base.trace_set import TraceSet
+from annotate.pages.source.values import ValuesPanel
 
 
 def providers(traces: TraceSet, files: Mapping[str, FileFacts],

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from annotate.pages.tracefmt import esc
+from annotate.pages.base.tracefmt import esc
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, Trace
 
 NORM_KEYS = (("x", "x⁽ℓ⁾"), ("x1", "x₁⁽ℓ⁾"), ("x2", "x₂⁽ℓ⁾"))

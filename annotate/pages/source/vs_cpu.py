@@ -21,8 +21,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from annotate.pages.trace_set import TraceView
-from annotate.pages.tracefmt import num
+from annotate.pages.base.trace_set import TraceView
+from annotate.pages.base.tracefmt import num
 from annotate.trace.schema import LineRecord, VarRecord
 
 #: explicit mantissa bits of each float dtype (a value's ulp is 2^(exponent − bits))

@@ -9,7 +9,7 @@ them; nothing downstream reads the vendor tree again. The plugin keeps this one 
 its hooks.
 
 The snapshot sits above vendoring, source, notes, references, the framework map and the trace
-loader (:mod:`annotate.pages.trace_set`), and below the page renderers.
+loader (:mod:`annotate.pages.base.trace_set`), and below the page renderers.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from annotate.framework_map import Row, load_map
 from annotate.guard import recover_outputs
 from annotate.links import FileFacts
 from annotate.notes import CheckEntry, Note, NotesFile, load_all, resolve_notes
-from annotate.pages.trace_set import TraceReview, TraceSet, load_traces, review_traces
+from annotate.pages.base.trace_set import TraceReview, TraceSet, load_traces, review_traces
 from annotate.project import DOCS_FOLDER, Project
 from annotate.references import Reference
 from annotate.source import SourceFile, parse

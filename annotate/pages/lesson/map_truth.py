@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from annotate.framework_map import MAP_FILE, MapCell, Row
-from annotate.pages.tracefmt import num, sup_label
-from annotate.pages.trace_set import TraceView
+from annotate.pages.base.tracefmt import num, sup_label
+from annotate.pages.base.trace_set import TraceView
 from annotate.trace.schema import VarRecord, identity_label
 from annotate.vendoring.lock import sha256_bytes
 
@@ -321,7 +321,7 @@ def check_project(root: Path) -> tuple[list[str], str | None]:
     from annotate.anchors import resolve
     from annotate.framework_map import load_map
     from annotate.notes import Sources
-    from annotate.pages.trace_set import load_traces
+    from annotate.pages.base.trace_set import load_traces
     from annotate.vendoring.registry import Registry
 
     rows = load_map(root)

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import AbstractSet, Callable
 
-from annotate.pages.tracefmt import esc, sup_label
+from annotate.pages.base.tracefmt import esc, sup_label
 from annotate.trace.store import FLOW_FUNCTIONS, Trace
 
 LANES = ("hidden_states", "residual")

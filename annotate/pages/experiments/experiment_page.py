@@ -1,7 +1,7 @@
 """The experiment pages: one per ``experiments/<name>.yml`` plus an index (本地实验 · Experiments).
 
 Each page shows the hypothesis, every edit as old statement → new statement linked to its line on
-today's source page, the verdict computed from the data (:mod:`annotate.pages.experiment_data`),
+today's source page, the verdict computed from the data (:mod:`annotate.pages.experiments.experiment_data`),
 which identities held and broke, a plot of ‖residual‖ and ‖hidden_states‖ per layer (baseline vs
 experiment) and, per layer, every traced line's values side by side. Without a recorded experiment
 trace (or its baseline) the page says which command records it. Nothing here is upstream text but
@@ -20,12 +20,12 @@ from annotate import experiments as ex
 from annotate.anchors import resolve
 from annotate.errors import UserError
 from annotate.links import page_url
-from annotate.pages.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
-from annotate.pages.lab_page import lab_pages
-from annotate.pages.folds import folded, folds, layer_title
-from annotate.pages.plots import LIGHT, Theme, figure_html, themed_files
-from annotate.pages.tracefmt import esc, num, sup_label
-from annotate.pages.values import compare_anchor
+from annotate.pages.experiments.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
+from annotate.pages.experiments.lab_page import lab_pages
+from annotate.pages.base.folds import folded, folds, layer_title
+from annotate.pages.base.plots import LIGHT, Theme, figure_html, themed_files
+from annotate.pages.base.tracefmt import esc, num, sup_label
+from annotate.pages.source.values import compare_anchor
 from annotate.project import Project
 from annotate.safe_html import literal, single_line
 from annotate.source import SourceFile, normalise
@@ -250,7 +250,7 @@ def _row(r: ComparedRow, uri: str, anchored: set[str]) -> str:
 
 def experiment_norms_svg(c: ExperimentComparison, theme: Theme = LIGHT) -> str:
     """‖residual‖ and ‖hidden_states‖ leaving each layer, baseline (solid) vs experiment (dashed)."""
-    from annotate.pages.plots import _figure, _svg
+    from annotate.pages.base.plots import _figure, _svg
 
     fig, ax = _figure(theme)
     for name, marker in zip(PLOTTED, "os"):

@@ -25,9 +25,9 @@ from typing import Mapping
 from annotate.errors import UserError
 from annotate.links import FileFacts
 from annotate.markdown_scan import prose_lines
-from annotate.pages.lesson_values import SEP
-from annotate.pages.source_page import cite_head
-from annotate.pages.tracefmt import esc
+from annotate.pages.lesson.lesson_values import SEP
+from annotate.pages.source.source_page import cite_head
+from annotate.pages.base.tracefmt import esc
 from annotate.project import DOCS_FOLDER
 from annotate.references import find_file
 from annotate.source import AnchorError, SourceFile

@@ -7,7 +7,7 @@ arguments and parameters read, its outputs written; shapes and dtypes from the t
 intermediates the eager body materialises instead, the fused-vs-eager distance, and — when a GPU trace
 carries ``bandwidth.json`` — the achieved bandwidth. For each Triton kernel, statement by statement:
 which kernel lines each Python statement became and which of the eager body's roundings the kernel
-keeps or drops, found by :mod:`annotate.pages.kernel_flow` from the two texts.
+keeps or drops, found by :mod:`annotate.pages.traces.kernel_flow` from the two texts.
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 
-from annotate.pages import kernel_flow
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc, human_bytes, nbytes, num
+from annotate.pages.traces import kernel_flow
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import esc, human_bytes, nbytes, num
 from annotate.source import AnchorError, SourceFile
 from annotate.trace.schema import LineRecord
 from annotate.trace.store import Trace

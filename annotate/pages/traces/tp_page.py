@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from annotate.pages.folds import folded, folds, layer_title
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc, num
+from annotate.pages.base.folds import folded, folds, layer_title
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import esc, num
 from annotate.trace.schema import LineRecord, VarRecord
 from annotate.trace.store import Trace
 

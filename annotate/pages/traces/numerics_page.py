@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from annotate.links import FileFacts
-from annotate.pages import plots
-from annotate.pages.plots import series
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc, num, sup_label
+from annotate.pages.base import plots
+from annotate.pages.base.plots import series
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import esc, num, sup_label
 from annotate.trace.schema import LineRecord
 from annotate.trace.store import ADD_RMS, Trace
 

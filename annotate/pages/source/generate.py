@@ -1,7 +1,7 @@
 """The whole generated part of the site, independent of MkDocs: source pages + index + problems.
 
 The plugin calls :func:`generate` from ``on_files`` with the build's snapshot
-(:func:`annotate.pages.snapshot.build_snapshot`); the benchmark and the tests call it directly.
+(:func:`annotate.pages.base.snapshot.build_snapshot`); the benchmark and the tests call it directly.
 Notes that do not resolve (changed / vanished) are left off the page and listed in ``problems``;
 the caller decides whether that fails the build (strict) or only warns.
 """
@@ -13,11 +13,11 @@ from typing import Callable, Sequence
 from annotate.errors import UserError
 from annotate.links import page_src_uri
 from annotate.notes import NotesFile, vet_math
-from annotate.pages.extras import LineExtras
-from annotate.pages.index import INDEX_URI, render_index
+from annotate.pages.base.extras import LineExtras
+from annotate.pages.source.index import INDEX_URI, render_index
 from annotate.safe_html import inline_math
-from annotate.pages.snapshot import Snapshot
-from annotate.pages.source_page import MathFn, PageInput, render_page
+from annotate.pages.base.snapshot import Snapshot
+from annotate.pages.source.source_page import MathFn, PageInput, render_page
 from annotate.render.katex import MathError
 
 

@@ -1,6 +1,6 @@
 """The generated trace pages: overview (flow diagram + plots), fused kernels, numerics.
 
-Independent of MkDocs like :mod:`annotate.pages.generate`: :func:`trace_pages` returns Markdown
+Independent of MkDocs like :mod:`annotate.pages.source.generate`: :func:`trace_pages` returns Markdown
 pages and SVG files (docs-relative URI -> text); the plugin adds them to the build. Without any
 trace each page says how to record one.
 """
@@ -11,9 +11,13 @@ from typing import Mapping
 
 from annotate.links import FileFacts, page_url
 from annotate.source import SourceFile
-from annotate.pages import flow, kernels_page, numerics_page, plots, tp_page
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import esc, value_url
+from annotate.pages.traces import flow
+from annotate.pages.traces import kernels_page
+from annotate.pages.traces import numerics_page
+from annotate.pages.base import plots
+from annotate.pages.traces import tp_page
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import esc, value_url
 
 INDEX = "trace/index.md"
 NORMS_SVG = "trace/norms.svg"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from annotate.experiments import Experiment
-from annotate.pages.tracefmt import esc
+from annotate.pages.base.tracefmt import esc
 from annotate.safe_html import literal
 
 LAB_URI = "lab.md"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.experiments import baseline_line
-from annotate.pages.tracefmt import NEAREST_BOUND, num, sup_label
+from annotate.pages.base.tracefmt import NEAREST_BOUND, num, sup_label
 from annotate.trace.reference import MATH_VARS
 from annotate.trace.schema import VarRecord
 from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_payload

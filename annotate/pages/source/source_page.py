@@ -14,16 +14,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
-from annotate.pages.extras import LineExtras
+from annotate.pages.base.extras import LineExtras
 from annotate.tex_text import tex_text
 from annotate.render.katex import display_parts
-from annotate.pages.highlight import highlight_lines, wrap_points
+from annotate.pages.base.highlight import highlight_lines, wrap_points
 from annotate.safe_html import prose
 from annotate.framework_map import FRAMEWORKS
 from annotate.source import SourceFile
 from annotate.vendoring.linemap import format_ranges
 from annotate.vendoring.status import FileStatus
-from annotate.pages.snapshot import PlacedNote
+from annotate.pages.base.snapshot import PlacedNote
 
 __all__ = ["CITE_HEAD", "MathFn", "cite_head", "PageInput", "lean_math", "render_page"]
 
@@ -40,7 +40,7 @@ def cite_head(owner: str) -> str:
 
 @dataclass(frozen=True)
 class PageInput:
-    """Everything one page needs: facts from the build's snapshot (:mod:`annotate.pages.snapshot`)."""
+    """Everything one page needs: facts from the build's snapshot (:mod:`annotate.pages.base.snapshot`)."""
 
     facts: FileFacts
     notes: Sequence[PlacedNote]

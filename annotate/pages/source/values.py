@@ -1,6 +1,6 @@
 """The values panel: what each traced line produced in the recorded run, beside the line.
 
-A :class:`ValuesPanel` is a :class:`~annotate.pages.extras.LineExtras` provider. After the last
+A :class:`ValuesPanel` is a :class:`~annotate.pages.base.extras.LineExtras` provider. After the last
 line of every traced statement it places a ``<details class="an-values">`` whose summary names the
 math variables the line produced (default trace and layer); opened, it shows a layer ``<select>``
 (every layer of the run), a legend of ≡ with a link to docs/values.md, and the view of that
@@ -15,7 +15,7 @@ layers; see :meth:`ValuesPanel.data_files`) that ``docs/assets/annotate.js`` loa
 element when a panel first needs that (trace, layer) — so it works from ``file://`` (no fetch), and
 opening a panel at layer 27 of a 28-layer trace loads that layer only.
 The trace choice is page-wide: one switch in the banner (``banner_html``). A device trace's values are
-compared with the same line's on the CPU (annotate/pages/vs_cpu.py).
+compared with the same line's on the CPU (annotate/pages/source/vs_cpu.py).
 """
 from __future__ import annotations
 
@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from annotate.links import SOURCE_DIR, page_src_uri, relative
-from annotate.pages.tp_page import slice_html, split_key
-from annotate.pages.trace_set import TraceSet, TraceView
-from annotate.pages.tracefmt import (NONE_KEY, ROLE_WORDS, ambiguous_text, esc, identity_text, layer_key,
+from annotate.pages.traces.tp_page import slice_html, split_key
+from annotate.pages.base.trace_set import TraceSet, TraceView
+from annotate.pages.base.tracefmt import (NONE_KEY, ROLE_WORDS, ambiguous_text, esc, identity_text, layer_key,
                                      layer_name, margin_text, math_words, nearest_shown, num, sup_label,
                                      NEAREST_BOUND)
-from annotate.pages.vs_cpu import CpuPeer, find_cpu_peer
+from annotate.pages.source.vs_cpu import CpuPeer, find_cpu_peer
 from annotate.safe_html import literal
 from annotate.trace.schema import LineRecord, VarRecord
 from annotate.trace.store import Trace
@@ -99,7 +99,7 @@ class ValuesPanel:
 
     traces: TraceSet
     #: vendored file -> (experiment page URI, title) of the experiments that edit it: each panel of its
-    #: page links "对照实验 compare with experiment" to them (annotate/pages/experiment_page.py)
+    #: page links "对照实验 compare with experiment" to them (annotate/pages/experiments/experiment_page.py)
     experiments: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     _ends: dict[str, dict[int, list[int]]] = field(default_factory=dict, repr=False)
     _peers: dict[str, CpuPeer | None] = field(default_factory=dict, repr=False)
@@ -239,7 +239,7 @@ class ValuesPanel:
 
 def trace_banner(path: str, views: list[TraceView], stale: list[TraceView]) -> str:
     """A notice above the code of `path`'s page: which traces are shown (the page-wide switch), which are
-    stale; then the panels' template. nano-vllm's pages and HF's (annotate/pages/hf_values.py) share it."""
+    stale; then the panels' template. nano-vllm's pages and HF's (annotate/pages/source/hf_values.py) share it."""
     parts = []
     if views:
         how = (f'<a href="{esc(doc_href(path, VALUES_DOC))}">怎么读 How to read the values</a>')

@@ -1,0 +1,2 @@
+"""The experiment pages: each experiment against its baseline, the index, the lab and route pages.
+"""
