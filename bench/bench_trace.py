@@ -76,7 +76,7 @@ import torch  # noqa: E402
 
 from annotate.trace import assemble, native, runtime  # noqa: E402
 from annotate.trace.options import PRESETS, TraceOptions  # noqa: E402
-from annotate.trace.monitor import default_backend  # noqa: E402
+from annotate.trace.options import default_backend  # noqa: E402
 from annotate.trace.recorder import Recorder  # noqa: E402
 from annotate.trace.reference import Identifier, PeerRun, run_reference  # noqa: E402
 

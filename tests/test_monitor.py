@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.trace.monitor import BACKENDS, check_backend, default_backend
+from annotate.trace.options import BACKENDS, check_backend, default_backend
 from conftest import ROOT, run_cli
 
 sys.path.insert(0, str(Path(__file__).parent))

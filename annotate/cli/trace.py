@@ -7,8 +7,7 @@ from pathlib import Path
 from annotate.cli.flags import add_output_flags
 from annotate.progress import Progress
 from annotate.project import Project
-from annotate.trace.monitor import BACKENDS
-from annotate.trace.options import DEVICES, DTYPE_NAMES, PRESETS, TRACE_DEFAULTS, TraceOptions
+from annotate.trace.options import BACKENDS, DEVICES, DTYPE_NAMES, PRESETS, TRACE_DEFAULTS, TraceOptions
 
 HELP = "run the real (compiled) nano-vllm Qwen3 and record every line's values"
 _DEFAULT = TRACE_DEFAULTS

@@ -25,7 +25,6 @@ from typing import Any
 import torch
 
 from annotate.errors import UserError
-from annotate.trace.identity import key as key_of
 
 
 @dataclass(frozen=True)
@@ -132,10 +131,10 @@ def innermost_callable(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn if inner is None else innermost_callable(inner)
 
 
-def module_call_codes() -> frozenset[int]:
-    """Identity keys (`identity.key`) of the code objects of nn.Module's call machinery."""
+def module_call_functions() -> tuple[Callable[..., Any], ...]:
+    """The functions of nn.Module's call machinery (the recorder skips their frames by code object)."""
     module = torch.nn.Module
-    return frozenset(key_of(f.__code__) for f in (module._wrapped_call_impl, module._call_impl))
+    return (module._wrapped_call_impl, module._call_impl)
 
 
 def hooks_installed(model: torch.nn.Module, modules: list[torch.nn.Module] | None = None) -> bool:

@@ -36,8 +36,6 @@ from annotate.trace.identity import key as key_of
 #: frames of their own when it runs as Python source, and in none when it is the mypyc build (`native.py`)
 CALLER_DEPTH = 1 if __file__.endswith(".py") else 0
 
-#: which line-event source the recorder uses: PEP 669 where the interpreter has it
-BACKENDS = ("monitoring", "settrace")
 #: tool ids tried in turn (0 is the debugger's, 1 coverage's, 2 a profiler's: taken last)
 _TOOL_IDS = (3, 4, 2, 0)
 _TOOL_NAME = "annotate-recorder"
@@ -46,21 +44,6 @@ _TOOL_NAME = "annotate-recorder"
 def _monitoring() -> Any:
     """`sys.monitoring` (typed loosely: the type checker may be set to Python 3.11, which lacks it)."""
     return sys.monitoring  # type: ignore[attr-defined,unused-ignore]
-
-
-def default_backend() -> str:
-    """`monitoring` on Python ≥ 3.12, `settrace` before."""
-    return "monitoring" if hasattr(sys, "monitoring") else "settrace"
-
-
-def check_backend(name: str) -> str:
-    """`name` if this interpreter offers it; a one-line ValueError otherwise."""
-    if name not in BACKENDS:
-        raise ValueError(f"line events: unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
-    if name == "monitoring" and not hasattr(sys, "monitoring"):
-        raise ValueError(f"line events: sys.monitoring needs Python 3.12 or newer (this is "
-                         f"{sys.version_info.major}.{sys.version_info.minor}); use the settrace backend")
-    return name
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,32 @@ importing torch. The CLI's argparse defaults, ``choices`` and the help's "defaul
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.errors import UserError
-from annotate.trace.monitor import check_backend
 from annotate.trace.qwen3_tokenizer import require_qwen3_tokenizer
 from annotate.vendoring.lock import VENDOR_DIR
+
+#: where the recorder's line events come from (annotate/trace/monitor.py): PEP 669 where the interpreter has it
+BACKENDS = ("monitoring", "settrace")
+
+
+def default_backend() -> str:
+    """`monitoring` on Python ≥ 3.12, `settrace` before."""
+    return "monitoring" if hasattr(sys, "monitoring") else "settrace"
+
+
+def check_backend(name: str) -> str:
+    """`name` if this interpreter offers it; a one-line ValueError otherwise."""
+    if name not in BACKENDS:
+        raise ValueError(f"line events: unknown backend {name!r} (expected one of {', '.join(BACKENDS)})")
+    if name == "monitoring" and not hasattr(sys, "monitoring"):
+        raise ValueError(f"line events: sys.monitoring needs Python 3.12 or newer (this is "
+                         f"{sys.version_info.major}.{sys.version_info.minor}); use the settrace backend")
+    return name
+
 
 #: the dtypes a trace can run in (the valid --dtype choices; runtime.DTYPES maps them to torch's)
 DTYPE_NAMES = ("bfloat16", "float16", "float32")

@@ -39,7 +39,8 @@ from annotate.trace import internals
 from annotate.trace.copies import CopyCache, clone, reads_only
 from annotate.trace.graphs import GraphCounter
 from annotate.trace.identity import key as key_of
-from annotate.trace.monitor import CALLER_DEPTH, Handlers, LineMonitor, check_backend, default_backend
+from annotate.trace.monitor import CALLER_DEPTH, Handlers, LineMonitor
+from annotate.trace.options import check_backend, default_backend
 from annotate.trace.numerics import Distance, distance
 from annotate.trace.sourcemap import CodeInfo, TracedStatement, code_info
 
@@ -175,7 +176,7 @@ _SUSPEND = sys.version_info < (3, 12)
 
 
 #: nn.Module's call machinery: frames a call passes through between a caller and its forward
-_MODULE_CALL = internals.module_call_codes()
+_MODULE_CALL = frozenset(key_of(f.__code__) for f in internals.module_call_functions())
 
 
 class Recorder:
