@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,native]'
 	touch $(STAMP)
 
-## native: the recorder's per-line modules compiled by mypyc for each venv (annotate/trace/native.py: loaded only
+## native: the recorder's per-line modules compiled by mypyc for each venv (annotate/trace/record/native.py: loaded only
 ## while they match their sources; a no-op when they do). Optional: without a C compiler, headers or mypy it says
 ## which is missing and the recorder runs as Python, with the same records
 native: install
@@ -107,4 +107,4 @@ gpu-wheels: install
 	PYTHON=$(BIN)/python scripts/gpu-wheels.sh $(GPU_WHEELS) 3.12
 
 clean:
-	rm -rf site .cache test-artifacts node_modules $(VENV312) annotate/trace/_native
+	rm -rf site .cache test-artifacts node_modules $(VENV312) annotate/trace/record/_native

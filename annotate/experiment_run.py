@@ -30,7 +30,7 @@ from annotate import experiments
 from annotate.errors import UserError
 from annotate.progress import Progress
 from annotate.project import Project
-from annotate.trace.options import TraceOptions, check_options
+from annotate.trace.model.options import TraceOptions, check_options
 from annotate.vendoring.lock import sha256_bytes
 
 
@@ -78,7 +78,7 @@ def run_experiment(req: ExperimentRequest, progress: Progress) -> Any:
     experiment trace is found before torch is imported (annotate/trace/freshness.py), and then the
     result is a skipped TraceResult."""
     from annotate.trace.freshness import TraceRequest, TraceResult, up_to_date
-    from annotate.trace.options import TEMP_PREFIX, vendor_root
+    from annotate.trace.model.options import TEMP_PREFIX, vendor_root
 
     experiment = experiments.load_experiment(req.root, req.name)
     opts = options_for(experiment, req.root, req.overrides)

@@ -3,7 +3,7 @@
 Notes and prose references are anchored by *symbol* (qualified name such as
 ``RMSNorm.add_rms_forward``) and *statement* (its text with white space normalised), never by
 line number; this module is what turns such an anchor back into the line span of the file at
-hand. The trace recorder reads the same statements (`annotate.trace.sourcemap` adds only what
+hand. The trace recorder reads the same statements (`annotate.trace.record.sourcemap` adds only what
 their bytecode may do): each also carries the local names it binds, the names of the enclosing
 `for` loops and its sole ``name.method(…)`` call, all found in the same walk. It knows nothing of
 notes, pages, traces or MkDocs.

@@ -5,8 +5,8 @@ everything a trace imports, reads its own peak resident set (``ru_maxrss``), the
 ``annotate trace`` through ``annotate.cli.main`` on the CPU; the parent reads the child's peak from
 ``resource.getrusage(RUSAGE_CHILDREN)`` once it has exited (each shape under its own parent: that
 figure is the largest of every child waited for). Measured growth = the trace's peak − the peak
-before it; predicted = :func:`annotate.trace.budget.estimate` for that shape on the CPU (the model
-of annotate/trace/budget.py, its layout the code's: identification and HF's lines on the trace's
+before it; predicted = :func:`annotate.trace.model.budget.estimate` for that shape on the CPU (the model
+of annotate/trace/model/budget.py, its layout the code's: identification and HF's lines on the trace's
 device). Host memory also holds what a device would not (the peer's values, which go to the host,
 Python's own objects, Inductor's compiler), so the ratio says how much of a CPU run the model
 covers; ``beyond tiny`` compares the growth beyond the tiny trace's (mostly the process's own).
@@ -37,7 +37,8 @@ _CHILD = r"""
 import json, resource, sys
 import torch, transformers  # noqa: F401  (imported before the first reading, as the trace would)
 from annotate.cli import main
-from annotate.trace import pipeline, reference, hf_lines  # noqa: F401
+from annotate.trace import pipeline  # noqa: F401
+from annotate.trace.identify import reference, hf_lines
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 rc = main(sys.argv[1:])
 print(json.dumps({"rc": rc, "before_kib": before}))
@@ -57,8 +58,8 @@ def one(preset: str, layers: int, tokens: int, out: Path) -> dict[str, Any]:
 
 
 def row(preset: str, layers: int, tokens: int, measured: dict[str, Any]) -> dict[str, Any]:
-    from annotate.trace import budget, runtime
-    from annotate.trace.options import PRESETS
+    from annotate.trace.model import budget, runtime
+    from annotate.trace.model.options import PRESETS
 
     config = runtime.preset_config(PRESETS[preset], layers, DTYPE)
     b = budget.estimate(config, layers, tokens, DTYPE, "cpu")

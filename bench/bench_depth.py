@@ -8,7 +8,7 @@ with `git worktree add` into a temp folder; "after" is this checkout. Each run i
 both reading this checkout's vendor/ and sharing Inductor's disk cache.
 
 First one untimed warm-up run per side (Inductor's cache, and the after side's cache of the generated
-checkpoint, `annotate/trace/runtime.py`: what any second trace of a shape finds); its times are kept as the
+checkpoint, `annotate/trace/model/runtime.py`: what any second trace of a shape finds); its times are kept as the
 ``cold`` rows. Then ``--rounds N`` rounds (default 2), each running both sides in a shuffled order, so background
 load on a shared machine hits them alike. Per side: the median of each stage's seconds (the trace's own
 ``meta.timings``), of the process's wall time (start and imports included) and of its CPU time (user + system,

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from annotate.trace.options import TraceOptions  # noqa: E402
+from annotate.trace.model.options import TraceOptions  # noqa: E402
 from annotate.trace.parallel import Rendezvous, free_port, join_group  # noqa: E402
 
 ROUNDS = 20
@@ -37,8 +37,8 @@ def rank(r: int, rv: Rendezvous, preset: str, out: Path) -> None:
     """One rank: build, compile, then the shuffled rounds; rank 0 writes its timings to `out`."""
     import torch.distributed as dist
 
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     join_group(r, rv, "cpu")
     rt = runtime.build_runtime(TraceOptions(preset=preset, root=ROOT, tp=TP))

@@ -74,17 +74,19 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from annotate.trace import assemble, native, runtime  # noqa: E402
-from annotate.trace.options import PRESETS, TraceOptions  # noqa: E402
-from annotate.trace.options import default_backend  # noqa: E402
-from annotate.trace.recorder import Recorder  # noqa: E402
-from annotate.trace.reference import Identifier, PeerRun, run_reference  # noqa: E402
+from annotate.trace import assemble  # noqa: E402
+from annotate.trace.record import native  # noqa: E402
+from annotate.trace.model import runtime  # noqa: E402
+from annotate.trace.model.options import PRESETS, TraceOptions  # noqa: E402
+from annotate.trace.model.options import default_backend  # noqa: E402
+from annotate.trace.record.recorder import Recorder  # noqa: E402
+from annotate.trace.identify.reference import Identifier, PeerRun, run_reference  # noqa: E402
 
 import line_floor  # noqa: E402  (bench/, beside this script)
 
 PYTHON = ".".join(map(str, sys.version_info[:2]))
 #: which recorder this process runs: the mypyc build of its per-line modules, or their Python source
-#: (`annotate/trace/native.py`; `ANNOTATE_NATIVE=0` asks for the latter)
+#: (`annotate/trace/record/native.py`; `ANNOTATE_NATIVE=0` asks for the latter)
 RECORDER = "compiled" if native.STATE.active else "python"
 #: one results file per interpreter and recorder: 3.11 (sys.settrace; and the identify rows), 3.12
 #: (sys.monitoring); `-python` when the recorder ran as Python

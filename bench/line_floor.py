@@ -40,9 +40,9 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from annotate.trace.identity import key as key_of
-from annotate.trace.recorder import _watch_list
-from annotate.trace.sourcemap import CodeInfo, TracedStatement
+from annotate.trace.record.identity import key as key_of
+from annotate.trace.record.recorder import _watch_list
+from annotate.trace.record.sourcemap import CodeInfo, TracedStatement
 
 #: variant name (`record`'s argument) -> the mode of its rows in bench/results/trace*.json
 VARIANTS = {"floor": "lines, least Python (floor)", "no copies": "lines, least Python, no copies",

@@ -165,7 +165,7 @@ step "kernel source captured ($LANG_WANTED) → $TRACE/kernels.txt"
 run kernels 15 env TRACE="$TRACE" LANG_WANTED="$LANG_WANTED" "$PY" - <<'PY'
 import os
 from pathlib import Path
-from annotate.trace.store import load_trace
+from annotate.trace.format.store import load_trace
 trace = Path(os.environ["TRACE"])
 t = load_trace(trace)
 blocks = []
@@ -182,7 +182,7 @@ print("compiled paths ran compiled:", t.meta["compiled"]["ran_compiled"])
 PY
 
 step "fused add_rms_forward vs eager body vs copy of the same bytes → $TRACE/bandwidth.json"
-run bandwidth 50 "$PY" -m annotate.trace.bandwidth --device "$DEVICE" --dtype bfloat16 --tokens "$TOKENS_BW" \
+run bandwidth 50 "$PY" -m annotate.trace.reports.bandwidth --device "$DEVICE" --dtype bfloat16 --tokens "$TOKENS_BW" \
   --hidden 1024 --repeats "$REPEATS" --calls "$CALLS" --out "$TRACE/bandwidth.json"
 
 step "GPU tests (pytest -m gpu; they skip without CUDA)"
@@ -201,8 +201,8 @@ import collections, contextlib, json, os, shutil, time
 from pathlib import Path
 import torch
 from annotate.cli import main
-from annotate.trace import budget, runtime
-from annotate.trace.options import PRESETS
+from annotate.trace.model import budget, runtime
+from annotate.trace.model.options import PRESETS
 out, work, device = Path(os.environ["DEPTH_OUT"]), Path(os.environ["DEPTH_WORK"]), os.environ["DEVICE"]
 layers, tokens = int(os.environ["DEPTH_LAYERS"]), int(os.environ["DEPTH_TOKENS"])
 report = work.parent / "full-depth-report.txt"   # it quotes vendored lines: kept beside SITE, first line logged

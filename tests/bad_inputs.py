@@ -192,8 +192,8 @@ def checkpoint(change: Callable[[dict], object]) -> Callable[[Path, Path], None]
     The valid config is the tiny preset's, cut to 2 layers, as `annotate trace` itself writes it.
     """
     def run(project: Path, scratch: Path) -> None:
-        from annotate.trace.options import PRESETS
-        from annotate.trace.runtime import preset_config  # imports torch: only when the row runs
+        from annotate.trace.model.options import PRESETS
+        from annotate.trace.model.runtime import preset_config  # imports torch: only when the row runs
 
         folder = scratch / "ckpt"
         folder.mkdir()
@@ -211,7 +211,7 @@ def weights(change: Callable[[dict], object] | None = None, raw: bytes | None = 
         import torch
         from safetensors.torch import save_file
 
-        from annotate.trace.runtime import random_state_dict
+        from annotate.trace.model.runtime import random_state_dict
 
         checkpoint(lambda c: None)(project, scratch)
         config = json.loads((scratch / "ckpt" / "config.json").read_text(encoding="utf-8"))

@@ -46,7 +46,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 
 def _trace(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> TraceRun:
     _need_vendor()
-    from annotate.trace.store import load_trace
+    from annotate.trace.format.store import load_trace
 
     out = tmp_path_factory.mktemp("traces") / name
     rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--out", str(out), *extra)

@@ -15,7 +15,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 import torch  # noqa: E402
 
 import line_floor  # noqa: E402
-from annotate.trace.sourcemap import code_info  # noqa: E402
+from annotate.trace.record.sourcemap import code_info  # noqa: E402
 
 
 def toy(x: torch.Tensor) -> torch.Tensor:

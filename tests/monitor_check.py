@@ -1,4 +1,4 @@
-"""The events `annotate.trace.monitor.LineMonitor` delivers, next to those `sys.settrace` gives for
+"""The events `annotate.trace.record.monitor.LineMonitor` delivers, next to those `sys.settrace` gives for
 the same code, as JSON on stdout. Run by tests/test_monitor.py under a Python 3.12 interpreter
 (`python tests/monitor_check.py`); the test compares the two lists.
 
@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from annotate.trace.monitor import Handlers, LineMonitor
+from annotate.trace.record.monitor import Handlers, LineMonitor
 
 
 def helper(x: int) -> int:
@@ -143,8 +143,8 @@ def eager_fallback() -> dict[str, int]:
     under sys.monitoring an original compiled body that runs outside a replay must still be seen."""
     import torch
 
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     root = Path(__file__).resolve().parents[1]
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=1, tokens=3, root=root))

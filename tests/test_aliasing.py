@@ -1,9 +1,9 @@
-"""annotate.trace.aliasing: names sharing one storage, and names that are one tensor."""
+"""annotate.trace.record.aliasing: names sharing one storage, and names that are one tensor."""
 from __future__ import annotations
 
 import torch
 
-from annotate.trace.aliasing import alias_groups, tensors
+from annotate.trace.record.aliasing import alias_groups, tensors
 
 
 def test_views_alias_without_being_the_same_memory() -> None:

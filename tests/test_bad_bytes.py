@@ -24,8 +24,8 @@ from annotate.errors import UserError
 from annotate.framework_map import load_map, map_anchors
 from annotate.notes import load_file
 from annotate.references import find_references
-from annotate.trace.runtime import read_model_dir
-from annotate.trace.store import load_trace
+from annotate.trace.model.runtime import read_model_dir
+from annotate.trace.format.store import load_trace
 from annotate.vendoring.lock import read_lock
 from values_fixtures import mini_dir, repo_files
 
@@ -45,8 +45,8 @@ class Reader:
 def _checkpoint_config() -> bytes:
     import json
 
-    from annotate.trace.options import PRESETS
-    from annotate.trace.runtime import preset_config
+    from annotate.trace.model.options import PRESETS
+    from annotate.trace.model.runtime import preset_config
 
     return json.dumps(preset_config(PRESETS["tiny"], 2, "bfloat16")).encode()
 

@@ -17,7 +17,7 @@ import pytest
 from annotate.anchors import Anchor, resolve
 from annotate.notes import Sources
 from annotate.pages.source.values import compare_anchor
-from annotate.trace.store import find_traces
+from annotate.trace.format.store import find_traces
 
 from browser_helpers import DESKTOP, PHONE, visiting
 

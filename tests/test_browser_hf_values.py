@@ -9,8 +9,8 @@ import pytest
 from annotate.anchors import Anchor, resolve
 from annotate.notes import Sources
 from annotate.pages.base.tracefmt import num, sup_label
-from annotate.trace.hf_lines import HF_FILE
-from annotate.trace.store import load_trace
+from annotate.trace.identify.hf_lines import HF_FILE
+from annotate.trace.format.store import load_trace
 
 from browser_helpers import DESKTOP, PHONE, Visit, visiting
 

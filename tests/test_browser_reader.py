@@ -16,7 +16,7 @@ import pytest
 
 from annotate.pages.base.tracefmt import num, sup_label
 from annotate.render.offline import read_search_index
-from annotate.trace.store import find_traces, load_trace
+from annotate.trace.format.store import find_traces, load_trace
 from annotate.vendoring.lock import read_lock
 
 from browser_helpers import CONTRAST_JS, PHONE, Visit, visiting

@@ -16,7 +16,7 @@ import pytest
 
 from annotate.pages.base.trace_set import TraceView
 from annotate.pages.source.values import brief
-from annotate.trace.store import Trace, find_traces, load_trace
+from annotate.trace.format.store import Trace, find_traces, load_trace
 
 from browser_helpers import CHROMIUM, PHONE, Visit, visiting
 

@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from annotate.pages.base.tracefmt import sup_label
-from annotate.trace.store import load_trace
+from annotate.trace.format.store import load_trace
 
 from browser_helpers import DESKTOP, PHONE, Visit, visiting
 

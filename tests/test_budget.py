@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from annotate.errors import UserError
-from annotate.trace import budget, runtime
-from annotate.trace.options import PRESETS
+from annotate.trace.model import budget, runtime
+from annotate.trace.model.options import PRESETS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -55,7 +55,7 @@ def test_weights_are_the_checkpoints_tensors(tmp_path: Path) -> None:
 def test_parameters_are_counted_without_a_list_of_weights() -> None:
     """The arithmetic count equals the sum over the weight list (both tied and untied heads), and a
     10¹²-layer config is counted at once (no entry per layer)."""
-    from annotate.trace.weight_shapes import expected_weights, parameter_count
+    from annotate.trace.model.weight_shapes import expected_weights, parameter_count
 
     for preset in ("tiny", "qwen3-0.6b"):
         config = runtime.preset_config(PRESETS[preset], 3, "bfloat16")
@@ -86,7 +86,7 @@ def _h200_runs() -> list[dict]:
 
 
 #: the 512-token run of 2026-12-04 is 0.8 % (63 MiB) over what the model counts: not explained yet (see the module
-#: docstring of annotate/trace/budget.py); strict, so that the day the model counts it this mark has to go
+#: docstring of annotate/trace/model/budget.py); strict, so that the day the model counts it this mark has to go
 _SHORT = pytest.mark.xfail(strict=True, reason="28 L × 512 T on the H200: the model counts 7.61 GiB, 63 MiB under "
                            "the measured 7.67 (probably the CUDA caching allocator charging whole cached blocks to "
                            "copies over 1 MiB, which a CPU measurement cannot see)")
@@ -177,7 +177,7 @@ def test_config_sizes_are_bounded_and_the_depth_checked(tmp_path: Path) -> None:
 def test_trace_on_cuda_checks_memory_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """runtime.check_memory (called by build_runtime before check_weights reads a weight) asks CUDA for the
     free memory and refuses; here CUDA's answers are stood in for, a 4070 Ti with 1 KiB free."""
-    from annotate.trace.options import TraceOptions
+    from annotate.trace.model.options import TraceOptions
 
     folder = checkpoint(tmp_path / "ckpt")
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (1024, 12 * 2**30))

@@ -186,8 +186,9 @@ def test_cache_is_keyed_by_vendored_file_hashes_and_reused(tmp_path: Path, monke
 def test_the_key_covers_the_trace_code_the_traced_family_reads_through() -> None:
     """(It once covered only annotate/lesson/: a change to how traces are read or how the checkpoint's
     weights are regenerated kept serving the old traced.* numbers.)"""
-    names = {p.relative_to(p.parents[1]).as_posix() for p in cache.code_files()}
-    assert {"lesson/traced.py", "trace/store.py", "trace/runtime.py", "trace/numerics.py"} <= names
+    package = Path(cache.__file__).resolve().parents[1]
+    names = {p.relative_to(package).as_posix() for p in cache.code_files()}
+    assert {"lesson/traced.py", "trace/format/store.py", "trace/model/runtime.py", "trace/model/numerics.py"} <= names
 
 
 @needs_vendor

@@ -67,7 +67,7 @@ def test_cuda_without_cuda(tmp_path: Path) -> None:
 
 
 def test_dtype_the_device_cannot_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from annotate.trace import runtime
+    from annotate.trace.model import runtime
 
     def broken(device, dtype):
         raise RuntimeError("not implemented for 'Half'")
@@ -80,7 +80,7 @@ def test_tokens_below_one_is_refused_once_for_the_cli_and_the_pipeline(tmp_path:
     """One check (options.check_options), the same line whether the CLI or the pipeline is called."""
     from annotate.errors import UserError
     from annotate.progress import Progress
-    from annotate.trace.options import TraceOptions
+    from annotate.trace.model.options import TraceOptions
     from annotate.trace.pipeline import TraceRequest, run_trace
 
     assert _bad(tmp_path, "--preset", "tiny", "--tokens", "0") == "annotate: error: --tokens 0: need at least 1 token"
@@ -95,7 +95,7 @@ def test_help_shows_the_real_defaults(capsys: pytest.CaptureFixture[str]) -> Non
     """The help's "defaults:" line and argparse's defaults come from TRACE_DEFAULTS, and they are what a
     plain run really uses (the pipeline's depth and prompt length for the default preset)."""
     from annotate.cli import build_parser
-    from annotate.trace.options import DEVICES, DTYPE_NAMES, TRACE_DEFAULTS, default_tokens
+    from annotate.trace.model.options import DEVICES, DTYPE_NAMES, TRACE_DEFAULTS, default_tokens
     from annotate.trace.pipeline import default_out, effective_layers
 
     d = TRACE_DEFAULTS
@@ -157,7 +157,7 @@ def test_if_stale_regenerates_a_stale_trace(tiny_trace, tmp_path: Path) -> None:
 def test_local_checkpoint_is_traced_and_is_the_peers_checkpoint(tiny_trace, tmp_path: Path) -> None:
     """--model: the vendored loader and the HF peer read the same folder (same shapes as the
     session trace, so the compiled functions are reused)."""
-    from annotate.trace import runtime
+    from annotate.trace.model import runtime
 
     cfg = runtime.preset_config(runtime.PRESETS["tiny"], 4, "bfloat16")
     folder = runtime.write_checkpoint(tmp_path / "my-qwen3", cfg, 5, torch.bfloat16)
@@ -175,7 +175,7 @@ def test_local_checkpoint_with_its_tokenizer_traces_a_prompt(tiny_trace, tmp_pat
     from tokenizer_helpers import train_tokenizer
     from transformers import AutoTokenizer
 
-    from annotate.trace import runtime
+    from annotate.trace.model import runtime
 
     cfg = runtime.preset_config(runtime.PRESETS["tiny"], 4, "bfloat16")
     folder = runtime.write_checkpoint(tmp_path / "qwen3-with-tokenizer", cfg, 5, torch.bfloat16)

@@ -1,4 +1,4 @@
-"""annotate.trace.copies: a copy is reused only while its tensor provably has not changed.
+"""annotate.trace.record.copies: a copy is reused only while its tensor provably has not changed.
 
 Unit tests drive the event rules directly; the integration tests record the real compiled tiny
 model twice (copies shared, and every copy fresh) and require every recorded value to be the same
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from annotate.trace.copies import CopyCache, clone, reads_only
+from annotate.trace.record.copies import CopyCache, clone, reads_only
 from annotate.source import parse
-from annotate.trace.sourcemap import TracedStatement
+from annotate.trace.record.sourcemap import TracedStatement
 from conftest import ROOT, _need_vendor
 
 
@@ -142,8 +142,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def _record(dtype: str, share: bool, forget: bool = True):
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=2, dtype=dtype, root=ROOT))
     try:

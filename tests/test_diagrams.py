@@ -316,7 +316,7 @@ def test_a_trace_the_vendored_code_no_longer_reproduces_stops_the_diagram(tmp_pa
     from safetensors.torch import load_file, save_file
 
     from annotate.lesson.traced import LAYER, _call
-    from annotate.trace.store import TENSORS_NAME
+    from annotate.trace.format.store import TENSORS_NAME
     from site_fixtures import copy_project
 
     root = copy_project(tmp_path / "project")

@@ -167,7 +167,7 @@ def test_a_break_says_how_far_past_the_tolerance_it_is() -> None:
 def test_the_shipped_experiment_verdicts_measure_each_break(tmp_path: Path) -> None:
     """On the shipped layernorm experiment: every broken identity carries its distance, read from the trace."""
     from annotate.pages.experiments.experiment_data import compare_traces
-    from annotate.trace.store import read_payload
+    from annotate.trace.format.store import read_payload
 
     folder = REPO / "traces" / "experiments" / "2-layernorm"
     if not (folder / "trace.json").is_file():

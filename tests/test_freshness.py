@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from annotate.trace.freshness import TraceRequest, default_out, inputs_key, torch_version, up_to_date
-from annotate.trace.options import TraceOptions
-from annotate.trace.provenance import vendor_facts
+from annotate.trace.model.options import TraceOptions
+from annotate.trace.format.provenance import vendor_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -101,8 +101,8 @@ def test_the_trace_cli_imports_without_tree_sitter() -> None:
 from annotate.cli import build_parser
 args = build_parser().parse_args(["trace", "--preset", "tiny"])
 assert args.func.__module__ == "annotate.cli.trace"
-import annotate.trace.pipeline, annotate.trace.report, annotate.trace.runtime, annotate.trace.bandwidth
-import annotate.trace.store, annotate.trace.sourcemap, annotate.source
+import annotate.trace.pipeline, annotate.trace.reports.report, annotate.trace.model.runtime, annotate.trace.reports.bandwidth
+import annotate.trace.format.store, annotate.trace.record.sourcemap, annotate.source
 print("ok")
 """
     proc = _run([sys.executable, "-c", code], cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))

@@ -1,4 +1,4 @@
-"""annotate.trace.graphs: Inductor's own record of graph runs, read as a counter — and the recorder
+"""annotate.trace.model.graphs: Inductor's own record of graph runs, read as a counter — and the recorder
 catching an eager fallback by it once the count has proved itself against the tracer.
 
 Tests that compile the tiny model in this process ask for the `tiny_trace` session fixture first:
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from annotate.trace.graphs import GraphCounter
+from annotate.trace.model.graphs import GraphCounter
 from conftest import ROOT, _need_vendor
 
 pytestmark = pytest.mark.slow
@@ -39,9 +39,9 @@ def test_an_eager_fallback_after_the_count_is_trusted_is_an_escape(tiny_trace) -
     must still be caught — by the count, since no tracer watches those calls (on 3.12+, where the
     count is never trusted, by the tracer: the same escape either way)."""
     _need_vendor()
-    import annotate.trace.recorder as recorder_mod
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    import annotate.trace.record.recorder as recorder_mod
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=2, root=ROOT))
     try:
@@ -66,9 +66,9 @@ def test_a_count_that_never_grows_is_not_trusted(monkeypatch: pytest.MonkeyPatch
     """If this torch's record did not see graph runs, the recorder keeps tracing compiled calls
     (and still finds that they ran compiled) instead of calling every call an escape."""
     _need_vendor()
-    import annotate.trace.recorder as recorder_mod
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    import annotate.trace.record.recorder as recorder_mod
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     monkeypatch.setattr(GraphCounter, "count", lambda self: 0)
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=2, root=ROOT))
@@ -92,9 +92,9 @@ def test_the_312_path_keeps_compiled_calls_traced_and_records_the_same(monkeypat
     the records are the same values as with the 3.11 shortcuts, and an eager fallback is still caught
     (by the tracer, since no call runs untraced)."""
     _need_vendor()
-    import annotate.trace.recorder as recorder_mod
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    import annotate.trace.record.recorder as recorder_mod
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=2, root=ROOT))
     try:

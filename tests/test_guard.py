@@ -191,7 +191,7 @@ def test_a_full_disk_is_one_line_and_keeps_the_old_state(tmp_path: Path, monkeyp
 
 
 def test_killed_runs_temp_folders_are_swept(tmp_path: Path) -> None:
-    from annotate.trace.runtime import sweep_temp
+    from annotate.trace.model.runtime import sweep_temp
 
     child = subprocess.Popen(["true"])
     child.wait()  # its pid is gone once it is reaped
@@ -206,7 +206,7 @@ def test_killed_runs_temp_folders_are_swept(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ctrl_c_swallowed_during_compile_still_exits_130(tiny_trace, tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from annotate.trace import runtime
+    from annotate.trace.model import runtime
     from conftest import run_cli
 
     real = runtime.run_prefill

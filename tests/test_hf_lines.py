@@ -15,8 +15,8 @@ from annotate.notes import Sources
 from annotate.framework_map import load_map
 from annotate.pages.lesson.map_page import render_map
 from annotate.pages.base.trace_set import TraceSet, TraceView
-from annotate.trace.hf_lines import HF_FILE, HF_LOCK, installed_file
-from annotate.trace.store import load_trace
+from annotate.trace.identify.hf_lines import HF_FILE, HF_LOCK, installed_file
+from annotate.trace.format.store import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 LAYER = "Qwen3DecoderLayer.forward"

@@ -9,7 +9,7 @@ from annotate.pages.source.hf_values import OLD_TRACE, HfValues
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc
 from annotate.pages.source.values import script_uri
-from annotate.trace.hf_lines import HF_FILE
+from annotate.trace.identify.hf_lines import HF_FILE
 
 from values_fixtures import mini, repo_snapshot
 

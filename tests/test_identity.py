@@ -7,7 +7,7 @@ import textwrap
 
 import torch
 
-from annotate.trace.identity import key
+from annotate.trace.record.identity import key
 
 
 def test_keys_are_unique_among_live_objects_and_stable() -> None:
@@ -35,7 +35,7 @@ def test_it_raises_no_audit_event_where_id_does() -> None:
     # audit hooks cannot be removed, so this runs in a child interpreter
     code = textwrap.dedent("""
         import sys
-        from annotate.trace.identity import key
+        from annotate.trace.record.identity import key
         seen = []
         sys.addaudithook(lambda event, args: seen.append(event))
         o = object()

@@ -177,3 +177,26 @@ def test_page_families_import_one_way() -> None:
 def test_the_family_check_sees_an_upward_import() -> None:
     graph = {"p.a.x": {"p.b.y"}, "p.b.y": {"p.a.z"}, "p.a.z": set()}
     assert _family_breaches(graph, "p", ("a", "b")) == ["p.a.x imports p.b.y"]
+
+
+#: annotate/trace's stages, lowest first (the format first: every stage may read and write a trace); the
+#: modules at the package's top (assemble, pipeline, parallel, freshness) join them and may import any
+TRACE_STAGES = ("format", "model", "record", "identify", "reports")
+
+
+def test_trace_stages_import_one_way() -> None:
+    mods = modules()
+    found = {m.split(".")[2] for m in mods if m.startswith("annotate.trace.") and m.count(".") >= 3}
+    assert found == set(TRACE_STAGES), found
+    top = sorted(m.split(".")[2] for m in mods if m.startswith("annotate.trace.") and m.count(".") == 2
+                 and m.split(".")[2] not in TRACE_STAGES)
+    assert top == ["assemble", "freshness", "parallel", "pipeline"], top
+    assert _family_breaches(edges(), "annotate.trace", TRACE_STAGES) == []
+
+
+def test_every_module_is_named_in_the_layout_page() -> None:
+    """docs/guide/layout.md says where each fact lives: every module of the package is named there."""
+    page = (PACKAGE.parent / "docs" / "guide" / "layout.md").read_text(encoding="utf-8")
+    unnamed = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                     if p.name != "__init__.py" and "_native" not in p.parts and p.name not in page)
+    assert unnamed == [], f"modules docs/guide/layout.md does not name: {unnamed}"

@@ -1,7 +1,7 @@
-"""annotate.trace.kernels: what is kept of Inductor's output code."""
+"""annotate.trace.model.kernels: what is kept of Inductor's output code."""
 from __future__ import annotations
 
-from annotate.trace.kernels import without_source_comments
+from annotate.trace.model.kernels import without_source_comments
 
 
 def test_inductor_origin_comments_quoting_the_source_are_dropped() -> None:

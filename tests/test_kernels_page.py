@@ -53,7 +53,7 @@ def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
     import shutil
 
     from annotate.pages.base.trace_set import TraceSet, TraceView
-    from annotate.trace.store import load_trace
+    from annotate.trace.format.store import load_trace
     from values_fixtures import mini_dir
 
     cuda = tmp_path / "cuda"
@@ -85,7 +85,7 @@ CUDA = REPO / "traces" / "cuda"
 
 def _cuda_set():
     from annotate.pages.base.trace_set import TraceSet, TraceView
-    from annotate.trace.store import load_trace
+    from annotate.trace.format.store import load_trace
 
     return TraceSet([TraceView("cpu", mini()), TraceView("cuda", load_trace(CUDA, REPO))])
 

@@ -1,4 +1,4 @@
-"""annotate/trace/monitor.py: line events from sys.monitoring (PEP 669) give what sys.settrace gives.
+"""annotate/trace/record/monitor.py: line events from sys.monitoring (PEP 669) give what sys.settrace gives.
 
 The suite runs on Python 3.11, which has no sys.monitoring; `make test` builds a Python 3.12 venv
 beside it (`make py312`) and names its interpreter in ANNOTATE_PY312. The tests run there in a
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.trace.options import BACKENDS, check_backend, default_backend
+from annotate.trace.model.options import BACKENDS, check_backend, default_backend
 from conftest import ROOT, run_cli
 
 sys.path.insert(0, str(Path(__file__).parent))

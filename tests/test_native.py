@@ -1,4 +1,4 @@
-"""annotate/trace/native.py: the mypyc build of the recorder's per-line modules loads only when it was
+"""annotate/trace/record/native.py: the mypyc build of the recorder's per-line modules loads only when it was
 built by this interpreter from the sources beside it, and it records exactly what the Python
 recorder records.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from annotate.trace import native
-from annotate.trace.native import LIBRARY, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
+from annotate.trace.record import native
+from annotate.trace.record.native import LIBRARY, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
 from conftest import ROOT
 
 _CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -43,15 +43,15 @@ def test_a_build_of_the_current_sources_is_used(tmp_path: Path) -> None:
     got = load_plan(folder, package, env={})
     assert got.active and got.status.startswith("on")
     assert set(got.files) == {*MODULES, LIBRARY}
-    assert got.files["annotate.trace.recorder"] == folder / "recorder.so"
+    assert got.files["annotate.trace.record.recorder"] == folder / "recorder.so"
 
 
 def test_a_source_edited_since_the_build_turns_it_off(tmp_path: Path) -> None:
     package, folder = _fake(tmp_path)
-    path = source_of("annotate.trace.copies", package)
+    path = source_of("annotate.trace.record.copies", package)
     path.write_text(path.read_text(encoding="utf-8") + "x = 1\n", encoding="utf-8")
     got = load_plan(folder, package, env={})
-    assert not got.active and "annotate.trace.copies changed since the build" in got.status
+    assert not got.active and "annotate.trace.record.copies changed since the build" in got.status
 
 
 def test_a_build_by_another_interpreter_is_not_used(tmp_path: Path) -> None:
@@ -87,10 +87,10 @@ def test_the_stamp_round_trips() -> None:
 
 def test_the_finder_serves_its_modules_only(tmp_path: Path) -> None:
     _, folder = _fake(tmp_path)
-    finder = native._Finder({"annotate.trace.recorder": folder / "recorder.so"})
-    spec = finder.find_spec("annotate.trace.recorder")
+    finder = native._Finder({"annotate.trace.record.recorder": folder / "recorder.so"})
+    spec = finder.find_spec("annotate.trace.record.recorder")
     assert spec is not None and spec.origin == str(folder / "recorder.so")
-    assert finder.find_spec("annotate.trace.numerics") is None
+    assert finder.find_spec("annotate.trace.model.numerics") is None
 
 
 # ------------------------------------------------------------ the real build
@@ -103,10 +103,10 @@ def _need_build() -> None:
 
 def test_the_compiled_modules_are_what_imports_get() -> None:
     _need_build()
-    import annotate.trace.copies
-    import annotate.trace.recorder
+    import annotate.trace.record.copies
+    import annotate.trace.record.recorder
 
-    for module in (annotate.trace.recorder, annotate.trace.copies):
+    for module in (annotate.trace.record.recorder, annotate.trace.record.copies):
         spec = module.__spec__
         assert spec is not None and spec.origin is not None
         # (mypyc's module init sets its own path below the build folder: only where it came from matters)
@@ -141,7 +141,7 @@ def _interpreters() -> list[str]:
 def test_compiled_and_python_record_the_same_tiny_trace(tmp_path: Path, python: str) -> None:
     """The tiny trace recorded by the mypyc build and by the Python sources: every field of every
     record equal (timings aside), the tensors byte for byte."""
-    status = subprocess.run([python, "-c", "from annotate.trace import native; print(native.STATE.status)"],
+    status = subprocess.run([python, "-c", "from annotate.trace.record import native; print(native.STATE.status)"],
                             capture_output=True, text=True, timeout=120, check=True, cwd=ROOT).stdout.strip()
     if not status.startswith("on"):
         pytest.skip(f"{python}: the native recorder is not in use: {status}")

@@ -1,10 +1,10 @@
-"""annotate.trace.numerics: ulp spacing per dtype, ulp distances."""
+"""annotate.trace.model.numerics: ulp spacing per dtype, ulp distances."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from annotate.trace.numerics import distance, ulp
+from annotate.trace.model.numerics import distance, ulp
 
 
 @pytest.mark.parametrize("dtype, bits", [(torch.bfloat16, 7), (torch.float16, 10), (torch.float32, 23)])

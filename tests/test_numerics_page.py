@@ -70,7 +70,7 @@ def test_vllm_section_runs_the_snapshots_bytes_of_the_op(tensor_trace, monkeypat
     import dataclasses
     from pathlib import Path
 
-    from annotate.trace.vllm_native import OPS_FILE, VENDOR
+    from annotate.trace.identify.vllm_native import OPS_FILE, VENDOR
 
     files = values_fixtures.repo_files()
     traces = TraceSet([TraceView("cpu", mini()), TraceView("tiny", tensor_trace)])
@@ -132,7 +132,7 @@ def test_bandwidth_plot_names_the_device_it_was_measured_on(tmp_path) -> None:
     import json
     import shutil
 
-    from annotate.trace.store import load_trace
+    from annotate.trace.format.store import load_trace
     from values_fixtures import mini_dir
 
     assert numerics_page.plot_files(mini_set("bf16")) == {}

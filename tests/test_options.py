@@ -1,4 +1,4 @@
-"""annotate.trace.options: the one home of a trace's defaults and value checks (torch-free)."""
+"""annotate.trace.model.options: the one home of a trace's defaults and value checks (torch-free)."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from annotate.errors import UserError
-from annotate.trace.options import MAX_SEED, MODEL_DEFAULT_TOKENS, PRESETS, TRACE_DEFAULTS, check_options, default_tokens
+from annotate.trace.model.options import MAX_SEED, MODEL_DEFAULT_TOKENS, PRESETS, TRACE_DEFAULTS, check_options, default_tokens
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,6 +44,6 @@ def test_a_checkpoint_run_needs_no_known_preset() -> None:
 
 def test_the_module_imports_without_torch() -> None:
     """The CLI builds its parser and help from here on every command: torch must not come with it."""
-    code = "import sys, annotate.trace.options; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, annotate.trace.model.options; assert 'torch' not in sys.modules, 'torch imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from annotate.errors import UserError
-from annotate.trace.options import TraceOptions
+from annotate.trace.model.options import TraceOptions
 from annotate.trace import parallel
 from annotate.trace.parallel import check_file_store, check_port, failure, free_port, rendezvous
 

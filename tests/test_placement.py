@@ -1,4 +1,4 @@
-"""annotate.trace.placement: a trace recorded at another pin, placed on today's vendored lines.
+"""annotate.trace.format.placement: a trace recorded at another pin, placed on today's vendored lines.
 
 The fixture is built here from the committed mini trace (real recorded values; no source text): it
 becomes a format-2 GPU trace "recorded at" another upstream commit whose qwen3.py had two more
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from annotate.pages.base.trace_set import load_traces
-from annotate.trace import placement
-from annotate.trace.store import VERSION, load_trace
+from annotate.trace.format import placement
+from annotate.trace.format.store import VERSION, load_trace
 from annotate.vendoring.linemap import match_lines
 from annotate.vendoring.lock import VENDOR_DIR, line_hashes
 from conftest import ROOT, _need_vendor

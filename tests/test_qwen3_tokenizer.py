@@ -1,4 +1,4 @@
-"""annotate.trace.qwen3_tokenizer: Qwen3's own tokenizer from node_modules cuts --prompt and the preset's
+"""annotate.trace.model.qwen3_tokenizer: Qwen3's own tokenizer from node_modules cuts --prompt and the preset's
 default prompt (the lesson's sentence) into the ids Qwen3 would see; a missing package is one line."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from annotate.errors import UserError
-from annotate.trace import runtime
+from annotate.trace.model import runtime
 from annotate.trace.freshness import TraceRequest, inputs_key
-from annotate.trace.options import LESSON_PROMPT, PRESETS, QWEN3_VOCAB, TraceOptions, effective_prompt
-from annotate.trace.qwen3_tokenizer import (qwen3_tokenizer_dir, qwen3_tokenizer_sha256, require_qwen3_tokenizer,
+from annotate.trace.model.options import LESSON_PROMPT, PRESETS, QWEN3_VOCAB, TraceOptions, effective_prompt
+from annotate.trace.model.qwen3_tokenizer import (qwen3_tokenizer_dir, qwen3_tokenizer_sha256, require_qwen3_tokenizer,
                                             tokenize_prompt)
 from conftest import ROOT
 

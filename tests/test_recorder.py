@@ -1,4 +1,4 @@
-"""annotate.trace.recorder: what residual / hidden_states held after each line, replayed compiled
+"""annotate.trace.record.recorder: what residual / hidden_states held after each line, replayed compiled
 bodies, the compiled-ran-compiled check, aliasing and kernel capture — on one real compiled trace."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from annotate.trace import runtime
+from annotate.trace.model import runtime
 from conftest import ROOT, _need_vendor
 
 QWEN3 = "nanovllm/models/qwen3.py"
@@ -110,7 +110,7 @@ def test_compiled_paths_ran_compiled(tiny_trace) -> None:
     # <= 3.11: later calls were proved compiled by Inductor's graph count, after the tracer vouched
     # for it; 3.12+ (the GPU image) never sets the tracer aside, so no count is trusted there
     # (that path is simulated in test_graphs.py on 3.11)
-    import annotate.trace.recorder as recorder_mod
+    import annotate.trace.record.recorder as recorder_mod
 
     trusted = c["graph_count_trusted"]
     assert set(trusted) == set(c["compiled_calls"])
@@ -132,7 +132,7 @@ def test_copies_are_shared_and_the_report_says_how_many(tiny_trace) -> None:
 def test_an_eager_fallback_is_detected() -> None:
     """Negative control: with Dynamo forced eager, the original bodies run and are counted as escapes."""
     _need_vendor()
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.record.recorder import Recorder
 
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=1, tokens=3, root=ROOT))
     mods = runtime.import_vendored(ROOT, "cpu")
@@ -177,7 +177,7 @@ def test_values_are_clones_taken_after_each_line(tiny_trace_f32) -> None:
 def test_bandwidth_timing_runs_on_this_device(tmp_path) -> None:
     """The timing the GPU check uses (fused vs eager vs copy), exercised on CPU with a small shape."""
     _need_vendor()
-    from annotate.trace import bandwidth
+    from annotate.trace.reports import bandwidth
 
     result = bandwidth.measure(ROOT, device="cpu", tokens=64, hidden=64, repeats=3, calls=4, warmup=2)
     assert result["bytes_moved"] == (4 * 64 * 64 + 64) * 2

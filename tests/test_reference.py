@@ -1,10 +1,10 @@
-"""annotate.trace.reference: the HF peer's variables and identification by comparison."""
+"""annotate.trace.identify.reference: the HF peer's variables and identification by comparison."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from annotate.trace.reference import (MARGIN, TOKEN_FACTOR, TOLERANCE, CallContext, Identifier, MathValue, PeerRun,
+from annotate.trace.identify.reference import (MARGIN, TOKEN_FACTOR, TOLERANCE, CallContext, Identifier, MathValue, PeerRun,
                                       call_context, separation)
 
 QWEN3 = "nanovllm/models/qwen3.py"
@@ -115,10 +115,10 @@ def test_an_adversarial_checkpoint_says_ambiguous_never_a_match(tmp_path) -> Non
 
     from safetensors.torch import save_file
 
-    from annotate.trace import runtime
-    from annotate.trace.options import PRESETS
-    from annotate.trace.store import load_trace
-    from annotate.trace.validate import weak_identity
+    from annotate.trace.model import runtime
+    from annotate.trace.model.options import PRESETS
+    from annotate.trace.format.store import load_trace
+    from annotate.trace.format.validate import weak_identity
     from conftest import _need_vendor, run_cli
 
     _need_vendor()
@@ -329,7 +329,7 @@ def test_at_full_depth_every_mean_of_squares_is_its_own_norms(tmp_path) -> None:
     squares recorded inside a norm's call is that norm's own value in that layer, found by comparison with every
     candidate (the call only breaks a tie its own candidates win), and nothing is left ambiguous."""
     from conftest import run_cli
-    from annotate.trace.store import load_trace
+    from annotate.trace.format.store import load_trace
 
     rc, _, err = run_cli("trace", "--preset", "qwen3-0.6b", "--layers", "28", "--tokens", "32",
                            "--out", str(tmp_path / "t"))

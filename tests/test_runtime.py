@@ -1,4 +1,4 @@
-"""annotate.trace.runtime: presets, checkpoints, validation, process group, prefill context."""
+"""annotate.trace.model.runtime: presets, checkpoints, validation, process group, prefill context."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from annotate.errors import UserError
-from annotate.trace import runtime
+from annotate.trace.model import runtime
 from conftest import ROOT, _need_vendor
 from tokenizer_helpers import train_tokenizer
 

@@ -1,4 +1,4 @@
-"""annotate.trace.schema: the trace format's one model validates a trace from another machine.
+"""annotate.trace.format.schema: the trace format's one model validates a trace from another machine.
 
 A committed trace is input: every field the site reads is typed, ranged and cross-checked at load,
 and the first problem is one line naming the file, the JSON path and the fix. The property test
@@ -26,8 +26,8 @@ from annotate.pages.source.providers import providers
 from annotate.pages.lesson.lesson_values import expand
 from annotate.pages.traces.trace_pages import trace_pages
 from annotate.pages.base.trace_set import TraceSet, TraceView, review_traces
-from annotate.trace import schema
-from annotate.trace.store import load_trace
+from annotate.trace.format import schema
+from annotate.trace.format.store import load_trace
 from values_fixtures import mini_dir, repo_files, repo_sources
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,12 +1,12 @@
-"""annotate.trace.shards on the real `--preset tiny --tp 2` run: every shard, partial sum, Σ and
+"""annotate.trace.identify.shards on the real `--preset tiny --tp 2` run: every shard, partial sum, Σ and
 post-all_reduce tensor identified by comparison (with HF transformers' slices and a --tp 1 run)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from annotate.trace.options import PRESETS
-from annotate.trace.shards import Shape, bytes_per_token, identify_slice
+from annotate.trace.model.options import PRESETS
+from annotate.trace.identify.shards import Shape, bytes_per_token, identify_slice
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""annotate.trace.shims: the SDPA stand-in matches attention math and is installed only when needed."""
+"""annotate.trace.model.shims: the SDPA stand-in matches attention math and is installed only when needed."""
 from __future__ import annotations
 
 import importlib.util
@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from annotate.trace import shims
+from annotate.trace.model import shims
 
 
 def naive(q, k, v, scale, causal):

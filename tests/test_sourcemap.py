@@ -1,4 +1,4 @@
-"""annotate.trace.sourcemap: statements of the traced functions (the one tree-sitter model of
+"""annotate.trace.record.sourcemap: statements of the traced functions (the one tree-sitter model of
 annotate/source.py), and what their bytecode may do.
 
 Statements are found by their text in the vendored code, never by line number."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from annotate.trace.sourcemap import code_info
+from annotate.trace.record.sourcemap import code_info
 from conftest import ROOT, _need_vendor
 
 
@@ -20,13 +20,13 @@ def _by_text(info) -> dict[str, object]:
 @pytest.fixture(scope="module")
 def mods():
     _need_vendor()
-    from annotate.trace import runtime
+    from annotate.trace.model import runtime
 
     return runtime.import_vendored(ROOT, "cpu")
 
 
 def _info(fn, name):
-    from annotate.trace import runtime
+    from annotate.trace.model import runtime
 
     return code_info(fn, name, runtime.vendor_root(ROOT))
 
@@ -88,8 +88,8 @@ def test_every_line_the_traced_functions_run_lies_in_a_statement_of_the_model(mo
     import torch
 
     from annotate import source
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     rt = runtime.build_runtime(runtime.TraceOptions(preset="tiny", layers=1, tokens=3, root=ROOT))
     try:

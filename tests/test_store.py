@@ -1,4 +1,4 @@
-"""annotate.trace.store: format, validation, atomic write, query API; provenance facts."""
+"""annotate.trace.format.store: format, validation, atomic write, query API; provenance facts."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ import pytest
 
 from annotate import atomic
 from annotate.errors import UserError
-from annotate.trace import provenance, store
+from annotate.trace.format import provenance, store
 from annotate.vendoring.sources import sha256_file
 from annotate.vendoring.lock import LOCK_NAME, Lock, Source, Upstream, write_lock
 

@@ -1,4 +1,4 @@
-"""annotate.trace.tensorfile: a safetensors write that fails is one line with the operating system's words."""
+"""annotate.trace.format.tensorfile: a safetensors write that fails is one line with the operating system's words."""
 from __future__ import annotations
 
 import errno
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from annotate.errors import UserError
-from annotate.trace.tensorfile import io_reason, save_tensors
+from annotate.trace.format.tensorfile import io_reason, save_tensors
 
 FULL = 'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
 

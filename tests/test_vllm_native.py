@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from annotate.trace.vllm_native import OPS_FILE, VENDOR, compare_trace, load_ops
+from annotate.trace.identify.vllm_native import OPS_FILE, VENDOR, compare_trace, load_ops
 
 REPO = Path(__file__).resolve().parents[1]
 OPS = REPO / VENDOR / OPS_FILE

@@ -20,7 +20,7 @@ import pytest
 from annotate.links import FileFacts
 from annotate.source import SourceFile
 from annotate.pages.base.trace_set import TraceSet, TraceView
-from annotate.trace.store import Trace, find_traces, load_trace
+from annotate.trace.format.store import Trace, find_traces, load_trace
 from goldens import GOLDEN, VENDOR
 
 if TYPE_CHECKING:

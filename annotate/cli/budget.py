@@ -1,6 +1,6 @@
 """`annotate budget --model DIR`: the memory and disk a trace of a local checkpoint needs, from its config.
 
-The numbers come from annotate/trace/budget.py; with ``--memory`` (the GPU's size, e.g. 12 for an
+The numbers come from annotate/trace/model/budget.py; with ``--memory`` (the GPU's size, e.g. 12 for an
 RTX 4070 Ti) it refuses, like `annotate trace --device cuda` does before loading weights. Every option
 is checked before the config is used: a size the budget cannot mean (NaN, infinite, beyond any GPU,
 zero or negative, more tokens than the model has positions) is refused in one line.
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.errors import UserError
-from annotate.trace.options import DTYPE_NAMES, TRACE_DEFAULTS
+from annotate.trace.model.options import DTYPE_NAMES, TRACE_DEFAULTS
 
 BUDGET_HELP = "memory and disk a trace of a local Qwen3 checkpoint needs, computed from its config.json"
 #: the largest --memory taken, in GiB (no device has a pebibyte; a larger number is a typo)
@@ -46,7 +46,7 @@ def check_tokens_option(tokens: int, config: dict[str, Any]) -> None:
 
 
 def run_budget(args: argparse.Namespace) -> int:
-    from annotate.trace import budget, runtime
+    from annotate.trace.model import budget, runtime
 
     check_memory_option(args.memory)   # before the checkpoint is read
     if args.tokens < 1:
@@ -66,7 +66,7 @@ def run_budget(args: argparse.Namespace) -> int:
 
 
 def render_budget(b: Any, layers: int, tokens: int, dtype: str) -> str:
-    from annotate.trace.budget import gib
+    from annotate.trace.model.budget import gib
 
     stages = b.stages()
     return "\n".join([

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from annotate.cli.flags import add_output_flags
 from annotate.progress import Progress
-from annotate.trace.options import DEVICES, DTYPE_NAMES, PRESETS
+from annotate.trace.model.options import DEVICES, DTYPE_NAMES, PRESETS
 
 EXPERIMENT_HELP = "apply experiments/NAME.yml to a scratch copy of nano-vllm and trace it like its baseline"
 #: command-line options that override the experiment's `baseline:` (same names as `annotate trace`'s)

@@ -1,4 +1,4 @@
-"""`annotate native`: compile the recorder's hot path with mypyc for this interpreter (see annotate/trace/native.py).
+"""`annotate native`: compile the recorder's hot path with mypyc for this interpreter (see annotate/trace/record/native.py).
 
 Optional: without a C compiler, the interpreter's headers or mypy, it says which one is missing and
 exits 2, and every command still works, with the recorder running as Python (same records, slower).
@@ -21,12 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_native(args: argparse.Namespace) -> int:
     from annotate.progress import Progress
-    from annotate.trace import native
+    from annotate.trace.record import native
 
     if args.status:
         print(f"native recorder: {native.load_plan().status}")
         return 0
-    from annotate.trace import native_build
+    from annotate.trace.record import native_build
 
     native_build.build_native(Progress(), force=args.force)
     return 0

@@ -7,7 +7,7 @@ from pathlib import Path
 from annotate.cli.flags import add_output_flags
 from annotate.progress import Progress
 from annotate.project import Project
-from annotate.trace.options import BACKENDS, DEVICES, DTYPE_NAMES, PRESETS, TRACE_DEFAULTS, TraceOptions
+from annotate.trace.model.options import BACKENDS, DEVICES, DTYPE_NAMES, PRESETS, TRACE_DEFAULTS, TraceOptions
 
 HELP = "run the real (compiled) nano-vllm Qwen3 and record every line's values"
 _DEFAULT = TRACE_DEFAULTS
@@ -27,7 +27,7 @@ def epilog() -> str:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the `trace` sub-command (defaults and choices from annotate.trace.options)."""
+    """Add the `trace` sub-command (defaults and choices from annotate.trace.model.options)."""
     p = subparsers.add_parser("trace", help=HELP, description=HELP, epilog=epilog(),
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default=_DEFAULT.preset,
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         progress.say(f"[trace] {fresh} is up to date; nothing to do")
         return 0
     from annotate.trace.pipeline import run_trace
-    from annotate.trace.report import render
+    from annotate.trace.reports.report import render
 
     if opts.tp > 1:
         from annotate.trace.parallel import run_parallel_trace

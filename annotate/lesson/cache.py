@@ -2,7 +2,7 @@
 
 The key is a sha256 over the vendored files the computation imports (every ``.py`` under
 ``vendor/nano-vllm/nanovllm``: the families import ``qwen3.py``, which imports all the layers), the
-claim code itself (``annotate/lesson/*.py``) and the trace code it reads through (``annotate/trace/*.py``),
+claim code itself (``annotate/lesson/*.py``) and the trace code it reads through (``annotate/trace/**/*.py``),
 the trace files under ``traces/`` (the ``traced`` family reads them) and the installed torch version.
 The result is stored as ``.cache/claims-<key>.json`` under the project root, written atomically; the
 files of earlier keys are then removed. Any edit to a vendored file gives a new key, so a stale number
@@ -73,12 +73,12 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 def code_files() -> list[Path]:
     """The claim code (``annotate/lesson/``) and the trace code the ``traced`` family reads through
     (``annotate/trace/``: the trace reader, the checkpoint's weights it regenerates, the ulp maths)."""
-    return sorted(p for sub in ("lesson", "trace") for p in (_PACKAGE / sub).glob("*.py"))
+    return sorted(p for sub in ("lesson", "trace") for p in (_PACKAGE / sub).rglob("*.py"))
 
 
 def trace_files(root: Path) -> list[Path]:
     """The files of every trace under ``traces/`` (a re-trace must recompute the ``traced`` claims)."""
-    from annotate.trace.store import find_traces
+    from annotate.trace.format.store import find_traces
 
     return sorted(f for d in find_traces(root) for f in d.iterdir() if f.is_file())
 

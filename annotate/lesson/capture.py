@@ -11,7 +11,7 @@ import sys
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-from annotate.trace.internals import innermost_callable
+from annotate.trace.model.internals import innermost_callable
 
 
 def _copy(value: Any) -> Any:

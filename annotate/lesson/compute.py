@@ -48,7 +48,7 @@ def compute(root: Path) -> dict[str, Any]:
     """{"torch": version, "claims": {name: claim}, "failed": {prefix: one-line error}}."""
     import torch
 
-    from annotate.trace.runtime import import_vendored, init_process_group
+    from annotate.trace.model.runtime import import_vendored, init_process_group
 
     result: dict[str, Any] = {"torch": torch.__version__, "claims": {}, "failed": {}}
     try:

@@ -2,7 +2,7 @@
 
 The trace used is the first bf16/fp16 trace under ``traces/`` that saved full tensors, the default
 ``traces/cpu`` first (a trace of summaries only cannot show one token's channels). Read through
-:func:`annotate.trace.store.load_trace`, using records' tensors, variables and meta only.
+:func:`annotate.trace.format.store.load_trace`, using records' tensors, variables and meta only.
 
 For the first norm of layer ``LAYER`` (``input_layernorm``, the fused ``add_rms_forward``):
 
@@ -30,8 +30,8 @@ from annotate.lesson.capture import locals_at_return
 from annotate.lesson.model import Family
 from annotate.lesson.rmsnorm import vendored_norm
 from annotate.project import Project
-from annotate.trace.options import TRACE_DEFAULTS
-from annotate.trace.store import ADD_RMS
+from annotate.trace.model.options import TRACE_DEFAULTS
+from annotate.trace.format.store import ADD_RMS
 
 LAYER_FN = "Qwen3DecoderLayer.forward"
 LAYER = 1
@@ -41,7 +41,7 @@ DEFAULT_TRACE = TRACE_DEFAULTS.device  # `annotate trace` writes its default tra
 
 def pick_trace(root: Path) -> tuple[Any | None, str]:
     """(the trace to draw, '') or (None, why none fits)."""
-    from annotate.trace.store import TENSORS_NAME, find_traces, load_trace
+    from annotate.trace.format.store import TENSORS_NAME, find_traces, load_trace
 
     found = find_traces(root)
     found.sort(key=lambda p: p.name != DEFAULT_TRACE)
@@ -70,7 +70,7 @@ def _call(trace: Any, layer: int) -> dict[str, Any]:
 
 def _gamma(trace: Any, module: str) -> Any:
     """γ of ``module``: the checkpoint's weights regenerated from the preset config and seed."""
-    from annotate.trace.runtime import trace_weights
+    from annotate.trace.model.runtime import trace_weights
 
     weights = trace_weights(trace.meta)
     assert weights is not None   # pick_trace takes preset traces only
@@ -78,7 +78,7 @@ def _gamma(trace: Any, module: str) -> Any:
 
 
 def _ulps(a: Any, b: Any) -> Any:
-    from annotate.trace.numerics import ordered_bits
+    from annotate.trace.model.numerics import ordered_bits
 
     return (ordered_bits(a) - ordered_bits(b)).abs()
 

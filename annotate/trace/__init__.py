@@ -1,29 +1,25 @@
-"""Instrumented traces of nano-vllm's real (compiled) Qwen3 path.
+"""Instrumented traces of nano-vllm's real (compiled) Qwen3 path, one subpackage a stage of the data.
 
-Modules, lowest first, each with one job:
+Stages, lowest first; each imports only itself and the stages before it (tests/test_import_graph.py):
 
-* `options`    what a run asks for: the one home of its defaults, choices and value checks (torch-free)
-* `numerics`   distances (max |Δ|, ulps) and summaries of tensors
-* `shims`      flash_attn stand-in on SDPA, installed only when flash_attn is missing
-* `kernels`    capture of the code Inductor generates (C++ on CPU, Triton on GPU)
-* `runtime`    process group, presets, random HF-layout checkpoints, the vendored model, prefill context
-* `sourcemap`  per traced line, its statement of the one model (`annotate.source`) and its bytecode effect
-* `recorder`   line recorder, eager replay of compiled bodies, compiled-ran-compiled check
-* `monitor`    line events from sys.monitoring (PEP 669, Python 3.12+) for the watched code objects only
-* `reference`  HF transformers peer, math variables, identification by comparison
-* `provenance` vendor pin and hashes, versions, device
-* `assemble`   raw recording → trace payload (summaries, identities, flags, summary tables)
-* `store`      the trace format: atomic write, validated load, query API for the site
-* `pipeline`   one `annotate trace` run; `report` its text report
-* `bandwidth`  fused add_rms_forward vs eager vs device copy timing (GPU check)
-* `native`     loads the mypyc build of the per-line modules when it matches their sources (`native_build`
-  makes it); installed here, before any of them is imported
+* `format`    the trace format every stage may use: its one model (schema), validation, the tensors file,
+  atomic write and validated load (store), today's lines (placement), provenance
+* `model`     the model and its run: options (the one home of a run's defaults, choices and value checks;
+  torch-free), checkpoint shapes and the memory budget, the tokenizer, shims, torch's private names
+  (internals), compile graphs, captured kernels, and the runtime that builds and runs the vendored model
+* `record`    the line recorder, its line events (monitor), copies, aliasing, object keys (identity), the
+  statements of each traced line (sourcemap), and the mypyc build of these per-line modules (native)
+* `identify`  identification by comparison against HF transformers (reference), a --tp run's shards, HF's
+  own traced lines, vLLM's native kernels
+* `reports`   the text report of `annotate trace`, the fused-kernel bandwidth check
 
-Nothing here imports pages, notes or the site; `sourcemap` reads the statement model below them
-(`annotate.source`, which imports tree-sitter on first use).
+Above the stages, the modules that join them: `assemble` (a recording → the trace payload),
+`pipeline` (one `annotate trace` run), `parallel` (its --tp ranks) and `freshness` (--if-stale, torch-free).
+`record.native` is installed here, before any compiled module can be imported: a stale build never loads.
+Nothing here imports pages, notes or the site.
 """
 from __future__ import annotations
 
-from annotate.trace import native as _native
+from annotate.trace.record import native as _native
 
 _native.install()   # before any compiled module can be imported: a stale build never loads

@@ -10,13 +10,13 @@ from typing import Any
 
 import torch
 
-from annotate.trace.kernels import KernelCapture
-from annotate.trace.identity import storage_key
-from annotate.trace.numerics import distance, summarize
-from annotate.trace.recorder import RawRecord, Recorder
-from annotate.trace.reference import Identifier, Identity, PeerRun, call_context
-from annotate.trace.schema import identity_label
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES
+from annotate.trace.model.kernels import KernelCapture
+from annotate.trace.record.identity import storage_key
+from annotate.trace.model.numerics import distance, summarize
+from annotate.trace.record.recorder import RawRecord, Recorder
+from annotate.trace.identify.reference import Identifier, Identity, PeerRun, call_context
+from annotate.trace.format.schema import identity_label
+from annotate.trace.format.store import FLOW_FUNCTIONS, FLOW_NAMES
 
 #: recorded tensors are saved in full below this total (or always with --full-tensors)
 AUTO_SAVE_BYTES = 16 * 2**20
@@ -49,7 +49,7 @@ class _PerCopy:
     """Summary, identity and tensor key worked out once per distinct copy, and who held it first.
     The identities of all copies are worked out together first (`Identifier.identify_many`: the
     prefilter's products for many copies in one matrix product), once per copy and call context
-    (:func:`~annotate.trace.reference.call_context`: a copy held in two calls is decided in each)."""
+    (:func:`~annotate.trace.identify.reference.call_context`: a copy held in two calls is decided in each)."""
 
     def __init__(self, ident: Identifier, save: bool, tensors: dict[str, torch.Tensor], raws: list[RawRecord],
                  prefix: str = "") -> None:

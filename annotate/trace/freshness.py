@@ -1,7 +1,7 @@
 """Whether a trace is up to date, decided without importing torch: what `--if-stale` needs.
 
 A trace's content is determined by its request (options, ``--full-tensors``), the vendored bytes,
-the tool (``annotate/trace/*.py``), torch's version and the format: :func:`inputs_key`, which the
+the tool (``annotate/trace/**/*.py``), torch's version and the format: :func:`inputs_key`, which the
 pipeline stores in ``meta.inputs_key``. Every piece of it is read here without torch (torch's version
 from its installed metadata), so `make site` with nothing changed decides "fresh" for every trace and
 experiment without importing torch (which takes longer than the whole check; bench/bench_site.py
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from annotate.project import Project
-from annotate.trace import provenance, store
-from annotate.trace.options import (PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens,
+from annotate.trace.format import provenance, store
+from annotate.trace.model.options import (PRESETS, TRACE_DEFAULTS, TraceOptions, check_options, default_tokens,
                                     effective_prompt, uses_qwen3_tokenizer)
-from annotate.trace.qwen3_tokenizer import qwen3_tokenizer_sha256
+from annotate.trace.model.qwen3_tokenizer import qwen3_tokenizer_sha256
 from annotate.vendoring.sources import sha256_file
 
 

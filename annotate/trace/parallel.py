@@ -10,7 +10,7 @@ prefill with the same line recorder plus the tensor-parallel forwards (`RowParal
 
 Ranks 1…N−1 hand their records to rank 0 through a private folder and leave; rank 0 then runs a
 `--tp 1` prefill of the same checkpoint, the HF peer, identifies every shard, partial sum and
-post-all_reduce tensor (`annotate.trace.shards`) and writes the trace atomically. A rank that fails
+post-all_reduce tensor (`annotate.trace.identify.shards`) and writes the trace atomically. A rank that fails
 or is killed fails the run: the launcher stops every other rank and says which rank and why, in
 one line; the previous trace stays.
 
@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 
 from annotate.errors import UserError
 from annotate.progress import Progress
-from annotate.trace.options import TraceOptions
+from annotate.trace.model.options import TraceOptions
 
 #: how long a rank waits for the others in one collective (the first one waits out a peer's compile)
 COLLECTIVE_TIMEOUT_S = 600
@@ -154,7 +154,7 @@ def run_parallel_trace(req: Any, progress: Progress) -> Any:
     """`annotate trace --tp N`: the pipeline's checks and output lock, then :func:`launch`. Under
     `torchrun`, a rank other than 0 writes nothing: it joins, records and hands its records over."""
     from annotate.trace import pipeline
-    from annotate.trace.options import check_options
+    from annotate.trace.model.options import check_options
 
     check_options(req.options)
     ran = torchrun_rank()
@@ -181,7 +181,8 @@ def launch(req: Any, opts: TraceOptions, out: Path, key: dict[str, Any], facts: 
     """Start the N ranks, wait for them, fail the whole run when one fails; return rank 0's result."""
     import multiprocessing
 
-    from annotate.trace import pipeline, runtime
+    from annotate.trace import pipeline
+    from annotate.trace.model import runtime
 
     runtime.resolve_model(opts)   # --tp against heads, kv-heads, F, vocabulary: before any process starts
     runtime.check_device(opts.device)
@@ -228,7 +229,7 @@ def quiet_c10d() -> Iterator[None]:
 
 def written_payload(out: Path) -> dict[str, Any]:
     """The trace.json rank 0 has just written, read back as every reader reads a trace (records typed)."""
-    from annotate.trace import store
+    from annotate.trace.format import store
 
     return store.read_payload(out)
 
@@ -381,8 +382,8 @@ def record_rank(rank: int, opts: TraceOptions) -> None:
     """A rank other than 0: build, compile, record one prefill, hand the records to rank 0, leave."""
     import torch.distributed as dist
 
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     rt = runtime.build_runtime(opts)
     try:
@@ -422,8 +423,9 @@ class Extension:
                ranks: list[Any]) -> None:
         import torch
 
-        from annotate.trace import assemble, shards
-        from annotate.trace.reference import Identifier
+        from annotate.trace import assemble
+        from annotate.trace.identify import shards
+        from annotate.trace.identify.reference import Identifier
 
         opts, save = self.opts, bool(payload["meta"]["tensors_saved"])
         layers = int(rt.config["num_hidden_layers"])
@@ -445,7 +447,7 @@ class Extension:
 
     def _parallel(self, rec: Any, rt: Any, ref: Any, every: list[Any], one: list[Any], hf: Any, layers: int,
                   elem: int) -> dict[str, Any]:
-        from annotate.trace import shards
+        from annotate.trace.identify import shards
 
         opts, shape = self.opts, shards.Shape.of(rt.config, self.opts.tp)
         return {
@@ -461,7 +463,7 @@ class Extension:
 
 def measured_bytes(records: list[Any], tokens: int) -> list[int]:
     """Bytes per token of every tensor an all_reduce reduced on rank 0, as recorded (distinct sizes)."""
-    from annotate.trace.shards import ALL_REDUCE
+    from annotate.trace.identify.shards import ALL_REDUCE
 
     sizes = {v.tensor.numel() * v.tensor.element_size() // tokens
              for r in records if ALL_REDUCE in r.text for v in r.vars if v.name == "y"}
@@ -470,8 +472,8 @@ def measured_bytes(records: list[Any], tokens: int) -> list[int]:
 
 def tp1_records(opts: TraceOptions) -> list[Any]:
     """Rank 0 alone, after the group closed: a --tp 1 prefill of the same checkpoint, recorded."""
-    from annotate.trace import runtime
-    from annotate.trace.recorder import Recorder
+    from annotate.trace.model import runtime
+    from annotate.trace.record.recorder import Recorder
 
     runtime.init_process_group()   # a one-rank group again
     rt = runtime.build_runtime(dataclasses.replace(opts, tp=1, init_method=None))

@@ -17,12 +17,15 @@ import torch
 from annotate import guard, interrupts
 from annotate.errors import UserError
 from annotate.progress import Progress
-from annotate.trace import assemble, internals, kernels, native, provenance, runtime, sourcemap, store
+from annotate.trace import assemble
+from annotate.trace.model import internals, kernels, runtime
+from annotate.trace.record import native, sourcemap
+from annotate.trace.format import provenance, store
 from annotate.trace.freshness import TraceRequest, TraceResult, default_out, effective_layers, inputs_key
-from annotate.trace.options import TraceOptions, check_options
-from annotate.trace.recorder import Recorder
-from annotate.trace.hf_lines import nano_index, summary as hf_summary
-from annotate.trace.reference import MARGIN, RULE, TOLERANCE, Identifier, run_reference
+from annotate.trace.model.options import TraceOptions, check_options
+from annotate.trace.record.recorder import Recorder
+from annotate.trace.identify.hf_lines import nano_index, summary as hf_summary
+from annotate.trace.identify.reference import MARGIN, RULE, TOLERANCE, Identifier, run_reference
 
 @dataclass
 class RankHooks:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from annotate.pages.base.tracefmt import esc
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, Trace
+from annotate.trace.format.store import FLOW_FUNCTIONS, FLOW_NAMES, Trace
 
 NORM_KEYS = (("x", "x⁽ℓ⁾"), ("x1", "x₁⁽ℓ⁾"), ("x2", "x₂⁽ℓ⁾"))
 DIFF_KEYS = (("x", "residual x⁽ℓ⁾"), ("x1", "residual x₁⁽ℓ⁾"),

@@ -9,7 +9,7 @@ re-runs the default traces, so the default flow never meets one. ``annotate buil
 shows the fresh files and marks the stale ones.
 
 Traces of format 2 carry per-line hashes: their records are placed on today's lines through a line
-map (annotate/trace/placement.py) instead of being withheld, and the lines that are gone are shown
+map (annotate/trace/format/placement.py) instead of being withheld, and the lines that are gone are shown
 as "recorded at <pin>". A committed device (GPU) trace cannot be recorded again on this machine, so
 its warning is a notice: the strict build reports it and goes on (`TraceSet.notices`), while a stale
 CPU trace is still refused (`TraceSet.refusals`).
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Mapping
 
 from annotate.project import Project
-from annotate.trace.store import Trace, find_traces, load_trace
-from annotate.trace.validate import non_finite, weak_identity
+from annotate.trace.format.store import Trace, find_traces, load_trace
+from annotate.trace.format.validate import non_finite, weak_identity
 from annotate.vendoring.lock import VENDOR_DIR, sha256_bytes
 from annotate.vendoring.sync import local_hashes
 
@@ -108,7 +108,7 @@ class TraceView:
     @property
     def placed(self) -> bool:
         """Whether the trace carries line hashes (format 2), so its records sit on today's lines even
-        after the vendored files changed (annotate/trace/placement.py) instead of being withheld."""
+        after the vendored files changed (annotate/trace/format/placement.py) instead of being withheld."""
         return bool(self.trace.vendor.get("line_hashes")) and self.trace.placement is not None
 
     @property
@@ -233,7 +233,7 @@ class TraceReview:
 def review_traces(traces: TraceSet, strict: bool) -> TraceReview:
     """The policy for stale, non-finite and weakly identified traces: a strict build refuses a trace with a
     non-finite value (the first one found), any stale CPU trace (it can be recorded again here), then a ≡
-    claimed below the identification margin (annotate.trace.validate.weak_identity); a build without strict
+    claimed below the identification margin (annotate.trace.format.validate.weak_identity); a build without strict
     shows stale ones with their values withheld and warns. A stale device trace is only a notice."""
     notices = tuple(traces.notices())
     for view in traces.views if strict else ():

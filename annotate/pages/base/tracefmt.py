@@ -10,7 +10,7 @@ from annotate.links import page_url
 _SUP = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
 _LAYER = re.compile(r"⁽([0-9-]+)⁾")
 ROLE_WORDS = {"assigned": "赋值 assigned", "argument": "参数 argument", "live": "当前值 live", "return": "返回 return"}
-# the lesson's math variables in words (keys of annotate.trace.reference.MATH_VARS)
+# the lesson's math variables in words (keys of annotate.trace.identify.reference.MATH_VARS)
 MATH_WORDS = {
     "x": "该层的输入：残差流 x — input of the layer (residual stream)",
     "rmsnorm1": "注意力前的归一化 RMSNorm₁(x) — normalised input of attention",

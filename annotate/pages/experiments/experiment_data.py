@@ -1,10 +1,10 @@
 """An experiment's trace beside its baseline's: per line and layer the values, which identities hold.
 
-Both traces are read as recorded (:func:`annotate.trace.store.read_payload`, records typed); the experiment's
+Both traces are read as recorded (:func:`annotate.trace.format.store.read_payload`, records typed); the experiment's
 lines are mapped back to the baseline's through its stored edits
 (:func:`annotate.experiments.baseline_line`), so every row pairs the same statement, layer and call.
 Identities are not assumed: a row's identities are the math variables the existing identification
-(annotate/trace/reference.py) matched in each trace; one *holds* in the experiment when the
+(annotate/trace/identify/reference.py) matched in each trace; one *holds* in the experiment when the
 experiment's tensor at that row was matched to the same variable. The verdict sentence is computed
 from these rows only.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 from annotate.experiments import baseline_line
 from annotate.pages.base.tracefmt import NEAREST_BOUND, num, sup_label
-from annotate.trace.reference import MATH_VARS
-from annotate.trace.schema import VarRecord
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_payload
+from annotate.trace.identify.reference import MATH_VARS
+from annotate.trace.format.schema import VarRecord
+from annotate.trace.format.store import FLOW_FUNCTIONS, FLOW_NAMES, TENSORS_NAME, read_payload
 
 #: flow variables plotted over layers (the two variables of the lesson)
 PLOTTED = ("residual", "hidden_states")

@@ -29,7 +29,7 @@ from annotate.pages.source.values import compare_anchor
 from annotate.project import Project
 from annotate.safe_html import literal, single_line
 from annotate.source import SourceFile, normalise
-from annotate.trace.reference import MATH_VARS
+from annotate.trace.identify.reference import MATH_VARS
 
 FOLDER = "experiments"
 EXPERIMENTS_INDEX = f"{FOLDER}/index.md"
@@ -109,7 +109,7 @@ def _comparison(root: Path, name: str) -> ExperimentComparison | None:
     folder = root / TRACES / name
     if not (folder / "trace.json").is_file():
         return None
-    from annotate.trace.store import read_payload
+    from annotate.trace.format.store import read_payload
 
     block = read_payload(folder).get("experiment") or {}
     baseline = root / str(block.get("baseline", ""))

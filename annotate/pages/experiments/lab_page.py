@@ -1,7 +1,7 @@
 """Two generated pages beside the experiments: 本地实验 · On your own GPU, and 复习与实战路线 · Route.
 
 The lab page gives the commands for one consumer GPU (an RTX 4070 Ti, 12 GiB) and what each run needs,
-computed by annotate/trace/budget.py from the Qwen3-0.6B shape (the ``qwen3-0.6b`` preset's config),
+computed by annotate/trace/model/budget.py from the Qwen3-0.6B shape (the ``qwen3-0.6b`` preset's config),
 beside the H200 measurement the model is checked against (bench/results/gpu-h200-full-depth.json). The route page orders
 lesson → source exercises → closed-book check → the experiments → one's own GPU run; its progress
 (ticks, and the lesson's self-assessment) is read from and kept in this browser's localStorage only
@@ -35,9 +35,9 @@ def lab_pages(root: Path, found: list[Experiment]) -> dict[str, str]:
 
 
 def _budget_rows() -> str:
-    """Markdown rows of the budget table (annotate/trace/budget.py, the code as it is)."""
-    from annotate.trace import budget, runtime
-    from annotate.trace.options import PRESETS
+    """Markdown rows of the budget table (annotate/trace/model/budget.py, the code as it is)."""
+    from annotate.trace.model import budget, runtime
+    from annotate.trace.model.options import PRESETS
 
     preset = PRESETS["qwen3-0.6b"]
     config = runtime.preset_config(preset, preset.num_hidden_layers, "bfloat16")
@@ -55,8 +55,8 @@ def _measured(root: Path) -> str:
     """The H200 measurement beside the model's prediction for the same run (bench/results/gpu-h200-full-depth.json)."""
     import json
 
-    from annotate.trace import budget, runtime
-    from annotate.trace.options import PRESETS
+    from annotate.trace.model import budget, runtime
+    from annotate.trace.model.options import PRESETS
 
     path = budget.measured_file(root)
     if not path.is_file():
@@ -115,10 +115,11 @@ refusing when the run will not fit;
 `annotate trace --device cuda` makes the same check before loading any weight.*
 
 Qwen3-0.6B 的形状（28 层）。显存按追踪中最满的阶段计：两份权重（nano-vllm 与 HF 参照实现）、记录的副本、
-HF 逐层的 eager 注意力（heads × T² 的分数）、cuBLAS 工作区、身份比对的候选栈和 HF 逐行记录的副本（各项见 `annotate/trace/budget.py`）。
+HF 逐层的 eager 注意力（heads × T² 的分数）、cuBLAS 工作区、身份比对的候选栈和 HF 逐行记录的副本
+（各项见 `annotate/trace/model/budget.py`）。
 *The Qwen3-0.6B shape (28 layers). Device memory is the fullest stage of a trace: both models' weights (nano-vllm and the
 HF reference), the recorded copies, HF's eager attention one layer at a time (heads × T² scores), cuBLAS's workspace,
-the identification stacks and HF's traced lines' copies (each term: `annotate/trace/budget.py`).*
+the identification stacks and HF's traced lines' copies (each term: `annotate/trace/model/budget.py`).*
 
 {_HEADER.format(gib=GPU_GIB)}
 {rows}

@@ -33,7 +33,7 @@ from annotate.errors import UserError
 from annotate.markdown_scan import prose_lines, replace_outside_code
 from annotate.pages.source.source_page import cite_head
 from annotate.pages.base.trace_set import DEFAULT_KEY, NOTICE_LOGGER, TraceSet, TraceView
-from annotate.trace.schema import VarRecord
+from annotate.trace.format.schema import VarRecord
 from annotate.references import find_file
 from annotate.pages.base.tracefmt import NONE_KEY, esc, layer_key, layer_name, num, sup_label, value_url
 from annotate.source import AnchorError, SourceFile

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 from annotate.framework_map import MAP_FILE, MapCell, Row
 from annotate.pages.base.tracefmt import num, sup_label
 from annotate.pages.base.trace_set import TraceView
-from annotate.trace.schema import VarRecord, identity_label
+from annotate.trace.format.schema import VarRecord, identity_label
 from annotate.vendoring.lock import sha256_bytes
 
 #: the frameworks a trace records: nano-vllm's lines, and HF's lines recorded beside them (vLLM is not run)

@@ -1,7 +1,7 @@
 """Values panels for HF transformers' source page, from the traces' ``summary.hf_lines``.
 
 The trace of nano-vllm also ran HF's Qwen3 (eager) under the same line recorder
-(:mod:`annotate.trace.hf_lines`). This provider gives HF's page the very panel nano-vllm's pages have
+(:mod:`annotate.trace.identify.hf_lines`). This provider gives HF's page the very panel nano-vllm's pages have
 (:mod:`annotate.pages.source.values`): a collapsed ``<details class="an-values">`` after each recorded line
 with the layer switch, a page-wide trace switch, views loaded from a script beside the page, the
 citation buttons, row click and Esc — all from the same ``docs/assets/annotate.js``. A view shows each

@@ -33,8 +33,8 @@ from annotate.pages.base.tracefmt import (NONE_KEY, ROLE_WORDS, ambiguous_text, 
                                      NEAREST_BOUND)
 from annotate.pages.source.vs_cpu import CpuPeer, find_cpu_peer
 from annotate.safe_html import literal
-from annotate.trace.schema import LineRecord, VarRecord
-from annotate.trace.store import Trace
+from annotate.trace.format.schema import LineRecord, VarRecord
+from annotate.trace.format.store import Trace
 
 ROLE_ORDER = {"assigned": 0, "argument": 1, "live": 2, "return": 3}
 LESSON_VARS = ("hidden_states", "residual")   # the two variables the lesson follows; others are intermediates
@@ -259,7 +259,7 @@ def trace_banner(path: str, views: list[TraceView], stale: list[TraceView]) -> s
         if v.rule_note:
             parts.append(f'<div class="an-rule"><b>身份规则 Identification rule</b> {esc(v.where)}（{esc(v.label)}）：'
                          f'{esc(v.rule_note)}</div>')
-    for v in views:   # placed from another pin (annotate/trace/placement.py): say so
+    for v in views:   # placed from another pin (annotate/trace/format/placement.py): say so
         notice = v.file_notice(path)
         if notice:
             parts.append(f'<div class="an-stale"><b>记录于另一版本 Recorded at another pin</b> {esc(notice)}</div>')

@@ -4,7 +4,7 @@ A device (GPU) trace keeps no tensors, so only what both traces' summaries carry
 first values of each tensor (``head``, six of them) and its L2 norm. Two traces are comparable when they
 ran the same generated model (preset, config apart from the depth, seed) on inputs of which one is a
 prefix of the other; the generated weights of layer ℓ do not depend on how many layers follow
-(annotate/trace/runtime.py draws them in layer order), so:
+(annotate/trace/model/runtime.py draws them in layer order), so:
 
 - the first values of a tensor whose first axis is the tokens compare while they lie in the shared token
   prefix (attention is causal: token t sees tokens ≤ t only) and in a layer both runs have;
@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 from annotate.pages.base.trace_set import TraceView
 from annotate.pages.base.tracefmt import num
-from annotate.trace.schema import LineRecord, VarRecord
+from annotate.trace.format.schema import LineRecord, VarRecord
 
 #: explicit mantissa bits of each float dtype (a value's ulp is 2^(exponent − bits))
 FLOAT_BITS = {"float64": 52, "float32": 23, "float16": 10, "bfloat16": 7}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Callable
 
 from annotate.pages.base.tracefmt import esc, sup_label
-from annotate.trace.store import FLOW_FUNCTIONS, Trace
+from annotate.trace.format.store import FLOW_FUNCTIONS, Trace
 
 LANES = ("hidden_states", "residual")
 LANE_OF = {"hidden_states": 0, "residual": 1, "_": 1}

@@ -22,8 +22,8 @@ from annotate.pages.traces import kernel_flow
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, human_bytes, nbytes, num
 from annotate.source import AnchorError, SourceFile
-from annotate.trace.schema import LineRecord
-from annotate.trace.store import Trace
+from annotate.trace.format.schema import LineRecord
+from annotate.trace.format.store import Trace
 
 FUNCTIONS = ("RMSNorm.add_rms_forward", "RMSNorm.rms_forward", "SiluAndMul.forward", "RotaryEmbedding.forward")
 PARAMS = {"RMSNorm.add_rms_forward": ("weight γ",), "RMSNorm.rms_forward": ("weight γ",), "SiluAndMul.forward": (),

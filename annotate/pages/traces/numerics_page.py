@@ -22,8 +22,8 @@ from annotate.pages.base import plots
 from annotate.pages.base.plots import series
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, num, sup_label
-from annotate.trace.schema import LineRecord
-from annotate.trace.store import ADD_RMS, Trace
+from annotate.trace.format.schema import LineRecord
+from annotate.trace.format.store import ADD_RMS, Trace
 
 NUMERICS_URI = "trace/numerics.md"
 BANDWIDTH_SVG = "trace/bandwidth.svg"
@@ -409,8 +409,8 @@ def _vs_compiled(rows: list[Any]) -> str:
 def _section_vllm(files: Mapping[str, FileFacts], traces: TraceSet, href: Href) -> str:
     """Which sum each path normalises, with vLLM's native op (the snapshot's bytes of it) run on a trace's
     recorded add_rms_forward inputs."""
-    from annotate.trace.runtime import trace_weights
-    from annotate.trace.vllm_native import OPS_FILE, compare_trace
+    from annotate.trace.model.runtime import trace_weights
+    from annotate.trace.identify.vllm_native import OPS_FILE, compare_trace
 
     head = ("### 三条路径各归一化哪个和 — which sum each path normalises\n\n"
             '<div class="an-table"><table><thead><tr><th>路径 path</th><th>归一化的和 normalises</th>'

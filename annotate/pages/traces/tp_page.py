@@ -1,7 +1,7 @@
 """张量并行 · Tensor parallel: the page walking one decoder block at TP=N, and the slice labels of the
 values panels (which rank holds which heads, F columns or vocabulary ids; partial and full sums).
 
-Everything here is read from a --tp trace (`annotate.trace.shards` identified it): the shapes per
+Everything here is read from a --tp trace (`annotate.trace.identify.shards` identified it): the shapes per
 rank are the recorded shapes, each slice is the one the comparison with HF found, the bytes each
 all_reduce moves per token are computed from the config and set beside what the trace's reduced
 tensors hold. Without a --tp trace the page says how to record one.
@@ -13,11 +13,11 @@ from typing import Any, Callable
 from annotate.pages.base.folds import folded, folds, layer_title
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, num
-from annotate.trace.schema import LineRecord, VarRecord
-from annotate.trace.store import Trace
+from annotate.trace.format.schema import LineRecord, VarRecord
+from annotate.trace.format.store import Trace
 
 TP_URI = "trace/tp.md"
-#: the statement text of the in-place all_reduce (annotate.trace.shards finds it the same way; pages stay torch-free)
+#: the statement text of the in-place all_reduce (annotate.trace.identify.shards finds it the same way; pages stay torch-free)
 _ALL_REDUCE = "all_reduce("
 _PARALLEL_FUNCTIONS = ("RowParallelLinear.forward", "VocabParallelEmbedding.forward")
 #: the split dimension of a shard, in words (Chinese first)

@@ -4,7 +4,7 @@ A trace is a directory (default `traces/cpu`):
 
     <trace>/trace.json            format "annotate-trace", version 3 — everything the site shows,
                                   and no source text: statements are referred to by file, line and
-                                  the vendored files' line hashes (annotate/trace/placement.py)
+                                  the vendored files' line hashes (annotate/trace/format/placement.py)
     <trace>/tensors.safetensors   optional full tensors, keyed by the `tensor` field of a variable
     <trace>/bandwidth.json        optional timings of the fused kernel (scripts/gpu-check.sh)
 
@@ -27,10 +27,10 @@ from typing import Any, Mapping
 from annotate import codec
 from annotate.atomic import replace_dir
 from annotate.errors import UserError
-from annotate.trace import placement
-from annotate.trace import schema, validate
-from annotate.trace.schema import TRACE_FIX, LineRecord
-from annotate.trace.tensorfile import save_tensors
+from annotate.trace.format import placement
+from annotate.trace.format import schema, validate
+from annotate.trace.format.schema import TRACE_FIX, LineRecord
+from annotate.trace.format.tensorfile import save_tensors
 from annotate.project import Project
 from annotate.vendoring.lock import VENDOR_DIR
 from annotate.vendoring.sync import local_hashes
@@ -69,7 +69,7 @@ class Trace:
     summary: dict[str, Any]
     placement: placement.Placement | None = None   # how the records sit on today's vendored lines
     #: a --tp run: the records of ranks 1…N−1 (rank 0's are `records`), and the identification of
-    #: shards, partial sums and post-all_reduce values (`annotate.trace.shards`); empty otherwise
+    #: shards, partial sums and post-all_reduce values (`annotate.trace.identify.shards`); empty otherwise
     ranks: dict[int, list[LineRecord]] = field(default_factory=dict)
     parallel: dict[str, Any] = field(default_factory=dict)
     _index: dict[tuple[str, int], list[LineRecord]] = field(default_factory=dict, repr=False)
@@ -172,7 +172,7 @@ def trace_json(path: Path) -> Path:
 
 
 def _checked_json(path: Path) -> dict[str, Any]:
-    """A trace's JSON as read, and validated against the format's model (annotate/trace/schema.py);
+    """A trace's JSON as read, and validated against the format's model (annotate/trace/format/schema.py);
     one-line UserError otherwise."""
     jpath = trace_json(path)
     if not jpath.is_file():
@@ -191,7 +191,7 @@ def _checked_json(path: Path) -> dict[str, Any]:
 
 
 def read_payload(path: Path) -> dict[str, Any]:
-    """A trace's JSON validated against the format's model (annotate/trace/schema.py): records as
+    """A trace's JSON validated against the format's model (annotate/trace/format/schema.py): records as
     `LineRecord`s, every other block checked in place; one-line UserError otherwise."""
     return _checked_json(path)
 
@@ -201,7 +201,7 @@ def load_trace(path: Path | str, source_root: Path | str | None = None,
     """Load and validate a trace directory (or its trace.json), placed on today's vendored lines.
 
     `source_root` is the project whose `vendor/nano-vllm` gives the statements' text and today's line
-    numbers (annotate/trace/placement.py); by default the nearest folder above the trace holding one,
+    numbers (annotate/trace/format/placement.py); by default the nearest folder above the trace holding one,
     else the current folder. Without any vendored copy, records keep their recorded lines and no text.
     `today` (path -> bytes of `vendor/nano-vllm`'s files, when the caller read them already) saves re-reading them."""
     path = Path(path)

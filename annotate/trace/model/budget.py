@@ -4,7 +4,7 @@ Computed before any weight is read, so `annotate trace --device cuda` (and `anno
 can refuse a run that will not fit (one line: what is needed, what is free, what to pass instead)
 rather than fail deep in a load. Every term is bytes the trace really holds on its device:
 
-- weights: every tensor of :func:`annotate.trace.weight_shapes.parameter_count` (counted arithmetically,
+- weights: every tensor of :func:`annotate.trace.model.weight_shapes.parameter_count` (counted arithmetically,
   never one entry per layer) in the run's dtype, held by nano-vllm's model for the whole run and by
   HF transformers' model while its reference forward runs — and, since HF's traced lines run on the
   trace's device (commit 2d19874), a second time while those lines run;
@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from annotate.errors import UserError
-from annotate.trace.weight_shapes import parameter_count
+from annotate.trace.model.weight_shapes import parameter_count
 
 GIB = 2**30
 MIB = 2**20

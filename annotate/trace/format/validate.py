@@ -1,6 +1,6 @@
 """Checks of a trace's files beyond trace.json's model: tensors.safetensors, bandwidth.json, non-finite values.
 
-trace.json itself is validated against the format's one model (annotate/trace/schema.py). What is
+trace.json itself is validated against the format's one model (annotate/trace/format/schema.py). What is
 here needs more than the JSON: the tensor file's keys and shapes against the records, the GPU
 check's bandwidth.json, and the strict build's refusal of NaN/infinite values (a valid trace of a
 broken checkpoint). Each problem is one :class:`UserError` line naming the file and the fix.
@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from annotate import codec
 from annotate.errors import UserError
-from annotate.trace.schema import TRACE_FIX, LineRecord
+from annotate.trace.format.schema import TRACE_FIX, LineRecord
 
 
 def non_finite(trace: Any) -> str | None:
@@ -31,7 +31,7 @@ def non_finite(trace: Any) -> str | None:
 def weak_identity(trace: Any) -> str | None:
     """The first ≡ a loaded trace claims without the margin it needs, as one line naming the line and
     variable (a strict build refuses it); else None. A ≡ needs its runner-up (the nearest other value)
-    to be `required` times as far (annotate/trace/reference.py MARGIN); a trace recorded before margins
+    to be `required` times as far (annotate/trace/identify/reference.py MARGIN); a trace recorded before margins
     were stored (version < 3) cannot show that, so its ≡ are refused too. HF's traced lines
     (`summary.hf_lines`) are held to the same rule."""
     for rec in trace.records:

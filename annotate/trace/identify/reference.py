@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from annotate.trace.numerics import Side, coarser, side_distance
+from annotate.trace.model.numerics import Side, coarser, side_distance
 
 #: ‖Δ‖₂ / ‖candidate‖₂ still called "the same variable", per compared dtype. Rounding noise is
 #: ~2⁻⁹ relative in bf16; nano-vllm and HF round at different places (rope in fp32 vs bf16, the
@@ -38,7 +38,7 @@ TOLERANCE = {"bfloat16": 2.0 ** -4, "float16": 2.0 ** -7, "float32": 2.0 ** -12}
 #: tolerance / MARGIN — so a runner-up inside the tolerance never lets a ≡ through. The stored
 #: ``margin`` of an identity is that ratio, runner-up rel / max(best rel, tolerance / MARGIN).
 #: Measured on the default bf16 trace (qwen3-0.6b, 4 layers × 32 tokens, the generated checkpoint of
-#: annotate/trace/runtime.py): every right identity sits at rel ≤ 0.0193 (rounding noise, growing per layer)
+#: annotate/trace/model/runtime.py): every right identity sits at rel ≤ 0.0193 (rounding noise, growing per layer)
 #: and its runner-up at rel ≥ 0.094 (the closest pair: mean((x₁⁽³⁾)²) vs mean((x₂⁽³⁾)²); between vectors a
 #: whole increment or the normalisation, rel ≥ 0.19): margins ≥ 6.0 there. The old N(0, 1) embedding (token
 #: RMS ≈ 1) put x⁽⁰⁾ and x⁽⁰⁾/RMS(x⁽⁰⁾) at rel 0.0185, inside the tolerance: margin ≤ 1.2, ambiguous.
@@ -619,7 +619,7 @@ class Identifier:
         return found
 
     def _match(self, t: torch.Tensor, cand: MathValue, sides: dict[torch.dtype, Side], scored: _Scored) -> Match:
-        """`t` against one candidate (:func:`~annotate.trace.numerics.distance`), each side converted
+        """`t` against one candidate (:func:`~annotate.trace.model.numerics.distance`), each side converted
         once: `t`'s in `sides`, the candidate's for the whole identification; `token_rel` from the
         comparison that decided."""
         dtype = coarser(t.dtype, cand.tensor.dtype)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from annotate.errors import UserError
-from annotate.trace.qwen3_tokenizer import require_qwen3_tokenizer
+from annotate.trace.model.qwen3_tokenizer import require_qwen3_tokenizer
 from annotate.vendoring.lock import VENDOR_DIR
 
-#: where the recorder's line events come from (annotate/trace/monitor.py): PEP 669 where the interpreter has it
+#: where the recorder's line events come from (annotate/trace/record/monitor.py): PEP 669 where the interpreter has it
 BACKENDS = ("monitoring", "settrace")
 
 
@@ -61,7 +61,7 @@ class Preset:
     default_tokens: int = 16  # prompt length without --tokens / --prompt
     default_layers: int = 4  # decoder layers a trace builds without --layers
     #: the text a trace reads without --tokens / --prompt, tokenized by Qwen3's own tokenizer
-    #: (`annotate.trace.qwen3_tokenizer`); None: `default_tokens` random ids. Its token count must be
+    #: (`annotate.trace.model.qwen3_tokenizer`); None: `default_tokens` random ids. Its token count must be
     #: `default_tokens`, which names the trace's folder (tests/test_qwen3_tokenizer.py checks it)
     default_prompt: str | None = None
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from annotate.errors import UserError
 from annotate.progress import Progress
-from annotate.trace import native
+from annotate.trace.record import native
 
 #: run by the interpreter being built for, in the temporary copy: mypyc type-checks and compiles the
 #: paths it is given (the package's own modules are found beside them), setuptools builds in place
@@ -52,10 +52,15 @@ def _mypy_version() -> str:
     return str(__version__)
 
 
+def _compiled_dir(work: Path) -> Path:
+    """Where the compiled modules sit in the copy of the package in ``work`` (annotate/trace/record)."""
+    return work / native.PACKAGE.relative_to(native.PACKAGE.parents[2])
+
+
 def _compile(work: Path, progress: Progress) -> subprocess.CompletedProcess[str]:
     """Run mypyc over the copied modules in `work`; its output is kept for a failure's message."""
     (work / "setup_native.py").write_text(_SETUP, encoding="utf-8")
-    paths = [native.source_of(m, work / "annotate" / "trace").relative_to(work).as_posix() for m in native.MODULES]
+    paths = [native.source_of(m, _compiled_dir(work)).relative_to(work).as_posix() for m in native.MODULES]
     with progress.step("native", f"compiling {len(paths)} modules of the recorder with mypyc (a minute or two)"):
         return subprocess.run([sys.executable, "setup_native.py", native.GROUP, *paths], cwd=work,
                               capture_output=True, text=True)
@@ -74,9 +79,9 @@ def build_native(progress: Progress, force: bool = False) -> native.Plan:
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     with tempfile.TemporaryDirectory(prefix="annotate-native-") as tmp:
         work = Path(tmp)
-        shutil.copytree(native.PACKAGE.parent, work / "annotate",
+        shutil.copytree(native.PACKAGE.parents[1], work / "annotate",
                         ignore=shutil.ignore_patterns("__pycache__", "_native", "*.so"))
-        compiled = work / "annotate" / "trace"
+        compiled = _compiled_dir(work)
         sources = {m: native.digest(native.source_of(m, compiled).read_bytes()) for m in native.MODULES}
         done = _compile(work, progress)
         files = {m: native.stem(m) + suffix for m in (*native.MODULES, native.LIBRARY)}

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from annotate.trace.identity import key as key_of, storage_key
+from annotate.trace.record.identity import key as key_of, storage_key
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """How many compiled Inductor graphs have run: torch's own execution record, read as a counter.
 
-Inductor's graph-execution record (see `annotate.trace.internals.graph_record`) makes every call of a compiled
+Inductor's graph-execution record (see `annotate.trace.model.internals.graph_record`) makes every call of a compiled
 Inductor graph (C++ on CPU, Triton on GPU) append an entry to a list. A `torch.compile`d call that
 made that count grow ran its compiled graph; one that did not fell back to the Python body.
 
@@ -13,7 +13,7 @@ compiled call runs traced.
 """
 from __future__ import annotations
 
-from annotate.trace.internals import GraphRecord, graph_record
+from annotate.trace.model.internals import GraphRecord, graph_record
 
 
 class GraphCounter:

@@ -13,7 +13,7 @@ repeats (min and max are kept beside it). CUDA is timed with CUDA events recorde
 around the loop (then synchronised), CPU with time.perf_counter around the same loop, so the CPU
 rehearsal runs the same code path. The copy reference is measured the same way on the same bytes.
 
-    python -m annotate.trace.bandwidth --device cuda --out traces/cuda/bandwidth.json
+    python -m annotate.trace.reports.bandwidth --device cuda --out traces/cuda/bandwidth.json
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from typing import Any, Callable
 
 import torch
 
-from annotate.trace import provenance, runtime
-from annotate.trace.recorder import unwrap_compiled
+from annotate.trace.format import provenance
+from annotate.trace.model import runtime
+from annotate.trace.record.recorder import unwrap_compiled
 
 LoopTimer = Callable[[Callable[[], Any], int], float]
 
@@ -97,7 +98,7 @@ def measure(root: Path, device: str = "cuda", dtype: str = "bfloat16", tokens: i
         fused_out, eager_out = fns["fused"](), fns["eager"]()
     med = {k: v["median"] for k, v in timings.items()}
     bw = {k: moved / v for k, v in med.items()}
-    from annotate.trace.numerics import distance
+    from annotate.trace.model.numerics import distance
 
     return {
         "what": "RMSNorm.add_rms_forward: fused (torch.compile) vs eager body vs device copy of the same bytes",
@@ -115,7 +116,7 @@ def measure(root: Path, device: str = "cuda", dtype: str = "bfloat16", tokens: i
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m annotate.trace.bandwidth", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m annotate.trace.reports.bandwidth", description=__doc__.splitlines()[0])
     p.add_argument("--root", type=Path, default=Path("."))
     p.add_argument("--device", default="cuda", choices=("cpu", "cuda"))
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from types import CodeType, FrameType, TracebackType
 from typing import Any, Callable, Iterable
 
-from annotate.trace.identity import key as key_of
+from annotate.trace.record.identity import key as key_of
 
 #: how far up `sys._getframe` finds the Python code that called into this module: its functions run in
 #: frames of their own when it runs as Python source, and in none when it is the mypyc build (`native.py`)

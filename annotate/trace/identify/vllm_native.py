@@ -29,8 +29,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from annotate.trace.numerics import Distance, distance
-from annotate.trace.store import ADD_RMS
+from annotate.trace.model.numerics import Distance, distance
+from annotate.trace.format.store import ADD_RMS
 from annotate.vendoring.lock import upstream_dir
 
 OPS_FILE = "vllm/ir/ops/layernorm.py"

@@ -1,6 +1,6 @@
 """HF transformers' own lines traced: the same line recorder on HF's Qwen3 (eager), identified by comparison.
 
-The recorder (:class:`annotate.trace.recorder.Recorder`) traces ``Qwen3Model.forward``,
+The recorder (:class:`annotate.trace.record.recorder.Recorder`) traces ``Qwen3Model.forward``,
 ``Qwen3DecoderLayer.forward``, ``Qwen3MLP.forward`` and ``Qwen3RMSNorm.forward`` of the *installed*
 transformers, which must be byte-for-byte the vendored pin (``vendor/transformers.lock.json``
 records its sha256): otherwise the lines recorded would not be the lines the site shows. Every
@@ -21,11 +21,11 @@ from typing import Any, Iterable
 import torch
 
 from annotate.errors import UserError
-from annotate.trace.internals import innermost_callable
-from annotate.trace.numerics import distance, summarize
-from annotate.trace.recorder import LIVE, Recorder
-from annotate.trace.reference import Identifier, Identity, PeerRun
-from annotate.trace.store import FLOW_FUNCTIONS, FLOW_NAMES
+from annotate.trace.model.internals import innermost_callable
+from annotate.trace.model.numerics import distance, summarize
+from annotate.trace.record.recorder import LIVE, Recorder
+from annotate.trace.identify.reference import Identifier, Identity, PeerRun
+from annotate.trace.format.store import FLOW_FUNCTIONS, FLOW_NAMES
 from annotate.vendoring.lock import read_lock, upstream_lock
 from annotate.vendoring.sources import sha256_file
 
@@ -118,7 +118,7 @@ def record_hf(base: Path, checkpoint: Path, layers: int, dtype: torch.dtype, inp
     -1 when nothing matched, as the format has them), with the tensor's summary and its distance to the
     matching nano-vllm tensor in `nano` (see :func:`nano_peer`).
 
-    Every row is identified in one :meth:`~annotate.trace.reference.Identifier.identify_many` call, by `ident`
+    Every row is identified in one :meth:`~annotate.trace.identify.reference.Identifier.identify_many` call, by `ident`
     when given (the trace's own identifier: its candidate stacks are built once for both) else a new one.
     `base` is the site-packages folder of the installed transformers, already checked by `installed_file`."""
     import transformers

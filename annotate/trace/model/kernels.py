@@ -14,7 +14,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from annotate.trace.internals import compile_loggers, dynamo_logger
+from annotate.trace.model.internals import compile_loggers, dynamo_logger
 
 _KERNEL_RE = re.compile(
     r"^(?P<name>\w+)\s*=\s*async_compile\.(?P<kind>cpp_pybinding|cpp|triton)\((?P<args>.*?)'''(?P<src>.*?)'''",

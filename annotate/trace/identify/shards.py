@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import torch
 
-from annotate.trace.numerics import distance
-from annotate.trace.recorder import PARALLEL_FORWARDS, RawRecord
-from annotate.trace.reference import MARGIN, TOLERANCE, PeerRun, separation
+from annotate.trace.model.numerics import distance
+from annotate.trace.record.recorder import PARALLEL_FORWARDS, RawRecord
+from annotate.trace.identify.reference import MARGIN, TOLERANCE, PeerRun, separation
 
 ALL_REDUCE = "all_reduce("
 #: HF Qwen3 modules whose output (or input, for o_proj / down_proj) a shard is a slice of
@@ -157,7 +157,7 @@ def _against(value: torch.Tensor, expected: torch.Tensor) -> dict[str, Any]:
 
 def identify_slice(value: torch.Tensor, candidates: list[torch.Tensor]) -> dict[str, Any]:
     """Which candidate (one per rank's slice) `value` equals, by the same rule as every other identity
-    (annotate/trace/reference.py): the nearest by relative L2 within tolerance, and the runner-up
+    (annotate/trace/identify/reference.py): the nearest by relative L2 within tolerance, and the runner-up
     (the nearest other slice) at least MARGIN times as far; `slice` is None otherwise, and
     `ambiguous` lists the slices that cannot be told apart. `margin` is that ratio (None: one slice)."""
     dists = [_against(value, c) if tuple(c.shape) == tuple(value.shape) else None for c in candidates]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from annotate.trace.placement import statement_text
+from annotate.trace.format.placement import statement_text
 from annotate.vendoring.lock import VENDOR_DIR
 
 FLOW_FN = "Qwen3DecoderLayer.forward"
@@ -24,7 +24,7 @@ def flow_table(payload: dict[str, Any], root: Path | None = None) -> list[str]:
     """After each line of Qwen3DecoderLayer.forward, per layer: what residual / hidden_states held.
 
     Read from the summary's flow rows and the function's statements, never from the records: the report
-    reads a written trace (:func:`annotate.trace.store.read_payload`, records typed) and the payload a run
+    reads a written trace (:func:`annotate.trace.format.store.read_payload`, records typed) and the payload a run
     has just written alike."""
     rows: dict[int, dict[int, str]] = {}
     fn = next((f for f in payload.get("functions", []) if f["name"] == FLOW_FN), None)

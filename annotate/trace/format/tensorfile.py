@@ -3,8 +3,8 @@
 safetensors reports an I/O failure (a full disk, a read-only folder) as its own ``SafetensorError``,
 not an ``OSError``, so the CLI's handling of a full disk never saw it and a traceback came out
 (under torch's ``[rank0]:`` prefix once the process group is up). Both writers of safetensors in a
-trace run — the preset checkpoint (annotate/trace/runtime.py) and the trace's tensors
-(annotate/trace/store.py) — go through :func:`save_tensors`.
+trace run — the preset checkpoint (annotate/trace/model/runtime.py) and the trace's tensors
+(annotate/trace/format/store.py) — go through :func:`save_tensors`.
 """
 from __future__ import annotations
 

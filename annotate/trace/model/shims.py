@@ -121,13 +121,13 @@ def flash_attn_with_kvcache(
 
 def _shim_module() -> types.ModuleType:
     """A module object exposing the two functions, marked as ours."""
-    mod = types.ModuleType("flash_attn", "annotate: flash_attn stand-in on torch SDPA (see annotate.trace.shims)")
+    mod = types.ModuleType("flash_attn", "annotate: flash_attn stand-in on torch SDPA (see annotate.trace.model.shims)")
     for name, value in (("flash_attn_varlen_func", flash_attn_varlen_func),
                         ("flash_attn_with_kvcache", flash_attn_with_kvcache), ("__version__", "0+annotate.sdpa")):
         setattr(mod, name, value)
     # importlib.util.find_spec("flash_attn") (transformers asks it) must not fail on a spec-less module;
     # with no installed distribution behind it, transformers still reports flash_attn as unavailable
-    mod.__spec__ = importlib.machinery.ModuleSpec("flash_attn", None, origin="annotate.trace.shims")
+    mod.__spec__ = importlib.machinery.ModuleSpec("flash_attn", None, origin="annotate.trace.model.shims")
     setattr(mod, _MARK, True)
     return mod
 

@@ -34,15 +34,15 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from annotate.trace.aliasing import AliasGroup, StorageKeys, alias_groups, tensors as _tensors
-from annotate.trace import internals
-from annotate.trace.copies import CopyCache, clone, reads_only
-from annotate.trace.graphs import GraphCounter
-from annotate.trace.identity import key as key_of
-from annotate.trace.monitor import CALLER_DEPTH, Handlers, LineMonitor
-from annotate.trace.options import check_backend, default_backend
-from annotate.trace.numerics import Distance, distance
-from annotate.trace.sourcemap import CodeInfo, TracedStatement, code_info
+from annotate.trace.record.aliasing import AliasGroup, StorageKeys, alias_groups, tensors as _tensors
+from annotate.trace.model import internals
+from annotate.trace.record.copies import CopyCache, clone, reads_only
+from annotate.trace.model.graphs import GraphCounter
+from annotate.trace.record.identity import key as key_of
+from annotate.trace.record.monitor import CALLER_DEPTH, Handlers, LineMonitor
+from annotate.trace.model.options import check_backend, default_backend
+from annotate.trace.model.numerics import Distance, distance
+from annotate.trace.record.sourcemap import CodeInfo, TracedStatement, code_info
 
 LIVE = ("hidden_states", "residual")
 _LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")

@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from annotate.trace.identity import key as key_of, storage_key
-from annotate.trace.sourcemap import TracedStatement
+from annotate.trace.record.identity import key as key_of, storage_key
+from annotate.trace.record.sourcemap import TracedStatement
 
 #: torch.Tensor methods that, by torch's naming contract (in-place methods end in `_`), write no
 #: tensor: views, reshapes and dtype conversions

@@ -18,7 +18,7 @@ if TYPE_CHECKING:   # torch is imported where it is used: the freshness check (a
 def vendor_hashes(root: Path, folder: Path | None = None) -> tuple[dict[str, str], dict[str, list[str]]]:
     """The sha256 of every vendored file, and per vendored Python file the hash of every line (the
     lock's scheme): how a trace, which holds no source text, finds its statements again on later
-    bytes (annotate/trace/placement.py). Each file is read once for both. ``folder`` replaces
+    bytes (annotate/trace/format/placement.py). Each file is read once for both. ``folder`` replaces
     vendor/nano-vllm (an experiment's edited copy: the facts are those of the bytes really traced)."""
     vendor = folder or root / VENDOR_DIR
     files: dict[str, str] = {}
@@ -86,10 +86,12 @@ def device_name(device: torch.device) -> str:
 
 
 def tool_hash() -> str:
-    """sha256 over annotate/trace/*.py: a changed recorder makes an old trace stale."""
+    """sha256 over annotate/trace/**/*.py (each file under its path in the package): a changed recorder
+    makes an old trace stale."""
     h = hashlib.sha256()
-    for p in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    package = Path(__file__).resolve().parents[1]
+    for p in sorted(package.rglob("*.py")):
+        h.update(p.relative_to(package).as_posix().encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
 
 

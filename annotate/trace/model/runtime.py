@@ -34,14 +34,14 @@ from annotate import codec
 from annotate.atomic import DIR_MODE
 from annotate.errors import UserError
 from annotate.project import Project
-from annotate.trace import kernels, shims
-from annotate.trace.tensorfile import save_tensors
-from annotate.trace.weight_shapes import expected_weights
-from annotate.trace.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
+from annotate.trace.model import kernels, shims
+from annotate.trace.format.tensorfile import save_tensors
+from annotate.trace.model.weight_shapes import expected_weights
+from annotate.trace.model.options import (DEVICES, DTYPE_NAMES, PRESETS, Preset, TraceOptions, check_options,
                                     default_tokens, effective_prompt, prompt_tokenizer, tp_divides,
                                     uses_qwen3_tokenizer)
-from annotate.trace.qwen3_tokenizer import PromptTokens, tokenize_prompt
-from annotate.trace.options import TEMP_PREFIX, vendor_root   # torch-free: the --if-stale checks use them too
+from annotate.trace.model.qwen3_tokenizer import PromptTokens, tokenize_prompt
+from annotate.trace.model.options import TEMP_PREFIX, vendor_root   # torch-free: the --if-stale checks use them too
 
 #: the torch dtype of each --dtype choice (the names are options.DTYPE_NAMES)
 DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
@@ -306,10 +306,10 @@ def _check_weight(file: Path, handle: Any, name: str, shape: tuple[int, ...]) ->
 
 def check_memory(opts: TraceOptions, config: dict[str, Any], layers: int, device: torch.device) -> None:
     """On CUDA, refuse a run whose weights (twice: nano-vllm and the HF reference) and activations exceed the
-    free device memory (annotate/trace/budget.py), before anything is loaded."""
+    free device memory (annotate/trace/model/budget.py), before anything is loaded."""
     if device.type != "cuda":
         return
-    from annotate.trace import budget
+    from annotate.trace.model import budget
 
     tokens = opts.tokens or default_tokens(opts)
     free, _ = torch.cuda.mem_get_info(device)

@@ -9,7 +9,7 @@ clones, the frames' locals, the containers that hold them), not the interpreting
 
 * **Build** (`annotate native`, run by `make site` and `make test` for each venv): the modules are
   copied to a temporary folder and compiled there, and the extension files land in
-  `annotate/trace/_native/<interpreter tag>/`, with a stamp (:class:`Stamp`) holding the SHA-256 of
+  `annotate/trace/record/_native/<interpreter tag>/`, with a stamp (:class:`Stamp`) holding the SHA-256 of
   each source file as it was compiled. It needs a C compiler, the interpreter's headers and mypy.
   Without them it says so in one line, and the recorder stays Python.
 * **Load** (:func:`install`, when `annotate.trace` is first imported): a finder on `sys.meta_path`
@@ -37,10 +37,10 @@ from types import ModuleType
 from typing import Mapping, Sequence
 
 #: the modules compiled, lowest first: everything that runs per line event or per recorded statement
-MODULES = ("annotate.trace.identity", "annotate.trace.aliasing", "annotate.trace.copies",
-           "annotate.trace.monitor", "annotate.trace.recorder")
+MODULES = ("annotate.trace.record.identity", "annotate.trace.record.aliasing", "annotate.trace.record.copies",
+           "annotate.trace.record.monitor", "annotate.trace.record.recorder")
 #: mypyc's group: the compiled modules share one library, whose module name mypyc derives from it
-GROUP = "annotate.trace._hot"
+GROUP = "annotate.trace.record._hot"
 LIBRARY = f"{GROUP}__mypyc"
 #: the environment switch: "0" loads the Python sources even when a build is in place
 ENV = "ANNOTATE_NATIVE"
@@ -56,7 +56,7 @@ def build_dir(tag: str | None = None) -> Path:
 
 
 def stem(module: str) -> str:
-    """`annotate.trace.recorder` → `recorder`: the name of a module's files in its folder."""
+    """`annotate.trace.record.recorder` → `recorder`: the name of a module's files in its folder."""
     return module.rsplit(".", 1)[1]
 
 

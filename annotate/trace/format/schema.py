@@ -86,7 +86,7 @@ class IdentityJson(TypedDict):
 
     #: match: one peer within tolerance and the runner-up clearly farther (≡); ambiguous: several peers
     #: within the margin (`matches` lists them); no match: none within tolerance; no candidate: no peer
-    #: of that shape (annotate/trace/reference.py)
+    #: of that shape (annotate/trace/identify/reference.py)
     status: Literal["match", "ambiguous", "no match", "no candidate"]
     matches: NotRequired[list[MatchJson]]
     nearest: NotRequired[MatchJson | None]
@@ -225,6 +225,18 @@ class VersionsJson(TypedDict):
 
 
 @with_config(OPEN)
+class CompiledJson(TypedDict):
+    """What shows that the compiled functions ran compiled (the kernels page and the trace index read it):
+    the check's verdict, calls per function, calls that fell back to eager, and whether Inductor's graph
+    count can be trusted as proof for each function (not on CUDA)."""
+
+    ran_compiled: NotRequired[bool]
+    compiled_calls: NotRequired[dict[str, Annotated[int, Field(ge=0)]]]
+    eager_escapes: NotRequired[dict[str, Annotated[int, Field(ge=0)]]]
+    graph_count_trusted: NotRequired[dict[str, bool]]
+
+
+@with_config(OPEN)
 class MetaJson(TypedDict):
     """Where and how the trace was made (`provenance()` prints these)."""
 
@@ -238,6 +250,7 @@ class MetaJson(TypedDict):
     versions: VersionsJson
     tensors_saved: NotRequired[bool]
     inputs_key: NotRequired[dict[str, Any] | None]
+    compiled: NotRequired[CompiledJson]
 
 
 def _vendor_root(value: Any) -> Any:
@@ -406,7 +419,7 @@ class HfLineJson(TypedDict):
     function: NotRequired[str]
     module: NotRequired[str | None]
     label: NotRequired[str]
-    # the identification's margin (format 3; annotate/trace/hf_lines.py hf_identity), read by the
+    # the identification's margin (format 3; annotate/trace/identify/hf_lines.py hf_identity), read by the
     # strict build's margin check and the HF panel
     status: NotRequired[Literal["match", "ambiguous", "no match", "no candidate"]]
     margin: NotRequired[Real | None]
@@ -414,7 +427,7 @@ class HfLineJson(TypedDict):
     runner_up: NotRequired[HfRunnerUpJson | None]
     rel: NotRequired[Real | None]
     ambiguous: NotRequired[list[str]]
-    # the tensor itself and nano-vllm's tensor of the same math variable (annotate/trace/hf_lines.py
+    # the tensor itself and nano-vllm's tensor of the same math variable (annotate/trace/identify/hf_lines.py
     # tensor_fields, nano_peer); absent in traces recorded before them: the HF panel says so
     match_layer: NotRequired[Count | None]
     shape: NotRequired[list[Count]]
@@ -466,7 +479,7 @@ class RankJson(TypedDict):
 @with_config(OPEN)
 class ParallelJson(TypedDict):
     """Format 3, a --tp run: the identification of shards, partial sums and post-all_reduce values
-    (annotate/trace/shards.py writes the rows; the TP page reads them)."""
+    (annotate/trace/identify/shards.py writes the rows; the TP page reads them)."""
 
     tp: NotRequired[Annotated[int, Field(ge=1)]]
     shards: NotRequired[list[dict[str, Any]]]
