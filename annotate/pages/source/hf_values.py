@@ -20,7 +20,7 @@ from annotate.pages.base.extras import NoExtras
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import (NONE_KEY, esc, layer_key, layer_name, margin_text, math_words, num, sup_label,
                                      value_url)
-from annotate.pages.source.values import ValuesPanel, script_uri, trace_banner
+from annotate.pages.source.values import ValuesPanel, script_uri, stats_row, trace_banner
 from annotate.vendoring.lock import sha256_bytes
 
 HfRow = dict[str, Any]
@@ -169,12 +169,8 @@ def stats_html(e: HfRow) -> str:
     """Shape, dtype, ‖·‖₂, mean, max |·| and the first values (or why the trace has none)."""
     if "shape" not in e:
         return f'<p class="an-none">{esc(OLD_TRACE)}</p>'
-    first = ", ".join(num(x, 4) for x in e.get("head", []))
-    return (f'<div class="an-stats"><span title="形状 shape, dtype">{esc(list(e["shape"]))} {esc(e.get("dtype", ""))}</span>'
-            f'<span title="L2 范数 norm">‖·‖₂ = {num(e.get("norm"))}</span>'
-            f'<span title="均值 mean">均值 mean {num(e.get("mean"), 3)}</span>'
-            f'<span title="最大绝对值 largest magnitude">max |·| {num(e.get("absmax"))}</span>'
-            f'<span class="an-head" title="前几个值 first values">[{esc(first)}, …]</span></div>')
+    return stats_row(list(e["shape"]), str(e.get("dtype", "")), e.get("norm"), e.get("mean"), e.get("absmax"),
+                     list(e.get("head", [])))
 
 
 def nano_words(e: HfRow) -> str:

@@ -438,6 +438,17 @@ def cite_text(v: VarRecord, where: str) -> str:
             f"前几个值 first values: [{', '.join(num(x, 4) for x in v.head)}, …]")
 
 
+def stats_row(shape: list[int], dtype: str, norm: float | None, mean: float | None, absmax: float | None,
+              head: list[float]) -> str:
+    """A tensor's numbers in one row: shape and dtype, ‖·‖₂, mean, max |·| and its first values (nano-vllm's
+    panels and HF's alike)."""
+    first = ", ".join(num(x, 4) for x in head)
+    return (f'<div class="an-stats"><span title="形状 shape, dtype">{esc(shape)} {esc(dtype)}</span>'
+            f'<span title="L2 范数 norm">‖·‖₂ = {num(norm)}</span><span title="均值 mean">均值 mean {num(mean, 3)}</span>'
+            f'<span title="最大绝对值 largest magnitude">max |·| {num(absmax)}</span>'
+            f'<span class="an-head" title="前几个值 first values">[{esc(first)}, …]</span></div>')
+
+
 def var_html(v: VarRecord, unchanged: str, rec: LineRecord, trace: Trace, where: str) -> str:
     """One tensor: name, role, ≡ math variable in words (or why none); shape, dtype, norm, first values."""
     m = v.matched
@@ -469,11 +480,7 @@ def var_html(v: VarRecord, unchanged: str, rec: LineRecord, trace: Trace, where:
     head = (f'<div class="an-var-head"><code class="an-var-name">{esc(v.name)}</code>'
             f'<span class="an-role">{esc(role)}</span>{ident}'
             f'<button type="button" class="an-cite" data-cite="var">复制引用 Copy citation</button></div>')
-    first = ", ".join(num(x, 4) for x in v.head)
-    stats = (f'<div class="an-stats"><span title="形状 shape, dtype">{esc(list(v.shape))} {esc(v.dtype)}</span>'
-             f'<span title="L2 范数 norm">‖·‖₂ = {num(v.norm)}</span><span title="均值 mean">均值 mean {num(v.mean, 3)}</span>'
-             f'<span title="最大绝对值 largest magnitude">max |·| {num(v.absmax)}</span>'
-             f'<span class="an-head" title="前几个值 first values">[{esc(first)}, …]</span></div>')
+    stats = stats_row(list(v.shape), v.dtype, v.norm, v.mean, v.absmax, v.head)
     notes += unchanged
     stats += f'<div class="an-var-notes">{notes}</div>' if notes else ""
     return (f'<div class="an-var" data-var="{esc(v.name)}" data-role="{esc(v.role)}" '
