@@ -155,14 +155,16 @@ def hf_var_html(e: HfRow, view: TraceView, path: str, where: str) -> str:
     matched = e.get("status") == "match" and e.get("label")
     css = "an-match" if matched else "an-ambiguous" if e.get("status") == "ambiguous" else "an-no-candidate"
     ident = f'<span class="an-id {css}">{esc(hf_equals(e))}</span>'
-    if matched:
-        ident += f'<span class="an-words">{esc(math_words(e.get("identity", "")))}</span>'
+    notes = ""
+    if matched:   # the words after the numbers, as in nano-vllm's panels (values.var_html)
+        notes += f'<span class="an-words">{esc(math_words(e.get("identity", "")))}</span>'
         margin = margin_text(e)
-        ident += f'<span class="an-margin">{esc(margin)}</span>' if margin else ""
+        notes += f'<span class="an-margin">{esc(margin)}</span>' if margin else ""
     head = (f'<div class="an-var-head"><code class="an-var-name">{esc(e["var"])}</code>{ident}'
             '<button type="button" class="an-cite" data-cite="var">复制引用 Copy citation</button></div>')
+    notes = f'<div class="an-var-notes">{notes}</div>' if notes else ""
     return (f'<div class="an-var" data-var="{esc(e["var"])}" data-role="live" '
-            f'data-cite-text="{esc(hf_cite_text(e, where))}">{head}{stats_html(e)}{nano_html(e, view, path)}</div>')
+            f'data-cite-text="{esc(hf_cite_text(e, where))}">{head}{stats_html(e)}{notes}{nano_html(e, view, path)}</div>')
 
 
 def stats_html(e: HfRow) -> str:
