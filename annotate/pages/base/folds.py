@@ -8,9 +8,23 @@ address names.
 """
 from __future__ import annotations
 
+import posixpath
+
 #: the page-wide switch; hidden until docs/js/folds.js wires it (without JavaScript every row shows)
 DIFFER_SWITCH = ('<label class="an-fold-switch" hidden><input type="checkbox" data-an-only-differ checked> '
                  "只显示有差别的行 · only the rows that differ</label>")
+
+
+#: the folds' own style and script (docs/css/folds.css, docs/js/folds.js), named by the pages that fold only:
+#: every other page's first open stays as light as it was
+FOLD_ASSETS = ("css/folds.css", "js/folds.js")
+
+
+def fold_assets(uri: str) -> str:
+    """The tags that load the folds' style and script, relative to the page at docs URI ``uri``."""
+    up = posixpath.relpath(".", posixpath.dirname(uri) or ".")
+    css, js = (posixpath.normpath(posixpath.join(up, a)) for a in FOLD_ASSETS)
+    return f'<link rel="stylesheet" href="{css}">\n<script src="{js}"></script>\n'
 
 
 def layer_title(layer: int | None, outside: str = "层外 outside layers") -> str:

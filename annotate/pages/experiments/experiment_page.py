@@ -22,7 +22,7 @@ from annotate.errors import UserError
 from annotate.links import page_url
 from annotate.pages.experiments.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
 from annotate.pages.experiments.lab_page import lab_pages
-from annotate.pages.base.folds import folded, folds, layer_title
+from annotate.pages.base.folds import fold_assets, folded, folds, layer_title
 from annotate.pages.base.plots import LIGHT, Theme, figure_html, themed_files
 from annotate.pages.base.tracefmt import esc, num, sup_label
 from annotate.pages.source.values import compare_anchor
@@ -156,7 +156,7 @@ def render(experiment: ex.Experiment, lines: list[int | None], comparison: Exper
               figure_html(f"{experiment.name}.svg", "norm of residual and hidden_states per layer, baseline vs experiment",
                           640, f"基线（实线）与实验（虚线）逐层的范数 ‖·‖₂，{comparison.dtype}",
                           f"per-layer norm ‖·‖₂, baseline (solid) vs experiment (dashed), {comparison.dtype}") + "\n",
-              "## 逐行对照 · Line by line\n", _rows(comparison, uri)]
+              "## 逐行对照 · Line by line\n", fold_assets(uri) + _rows(comparison, uri)]
     return "\n".join(parts)
 
 

@@ -185,6 +185,7 @@ your own GPU. Tick the steps you have done; your self-assessment (lesson §10) s
 <p class="an-route-selfassess">自我评估 self-assessment: <span class="an-route-sa">还没有 none yet</span>
 (<a href="lesson.html#10-self-assessment">课程第 10 节 lesson §10</a>)</p>
 </div>
+<script src="js/route.js"></script>
 """
 
 

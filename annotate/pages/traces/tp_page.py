@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from annotate.pages.base.folds import folded, folds, layer_title
+from annotate.pages.base.folds import fold_assets, folded, folds, layer_title
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, num
 from annotate.trace.format.schema import LineRecord, VarRecord
@@ -97,7 +97,7 @@ def render(traces: TraceSet, href: _Href) -> str:
                        "`make site` (its `annotate trace` steps include `--preset tiny --tp 2`).\n")
     t = view.trace
     return head + "\n\n".join([_intro(view), _shapes(t, href, view.key), _reduces(t), _bytes(t), _shard_table(t),
-                               _sums(t), _versus(t)]) + "\n"
+                               _sums(t), _versus(t), fold_assets(TP_URI)]) + "\n"
 
 
 def _intro(view: TraceView) -> str:
