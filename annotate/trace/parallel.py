@@ -41,7 +41,7 @@ from annotate.trace.model.options import TraceOptions
 COLLECTIVE_TIMEOUT_S = 600
 #: how long a rank waits for the others to meet at the rendezvous (they start within seconds of each other:
 #: a rendezvous that cannot form is said in one line, not after the collectives' ten minutes)
-RENDEZVOUS_TIMEOUT_S = 60
+RENDEZVOUS_TIMEOUT_S = 25
 #: the environment variable that sets another rendezvous limit (seconds), e.g. for ranks started by hand on
 #: several machines, or a short one to learn fast that a host does not answer
 RENDEZVOUS_ENV = "ANNOTATE_RENDEZVOUS_TIMEOUT"
