@@ -241,12 +241,20 @@ class _Page:
 
     def live(self) -> list[str]:
         """Every script, event handler and non-relative link or source the page holds."""
-        bad = [tag for tag, _ in self.tags if tag in ("script", "iframe", "object", "embed", "style")]
+        bad = [tag for tag, attrs in self.tags if tag in ("script", "iframe", "object", "embed", "style")
+               and not _own_script(tag, attrs)]
         for tag, attrs in self.tags:
             bad += [f"{tag} {k}" for k in attrs if k.startswith("on")]
             bad += [f"{tag} {k}={v}" for k, v in attrs.items() if k in ("href", "src", "action", "formaction")
                     and (":" in v.split("/")[0] or v.strip().lower().startswith(("javascript", "data", "vbscript")))]
         return bad
+
+
+def _own_script(tag: str, attrs: dict) -> bool:
+    """The site's own page script the generator names (js/route.js, js/folds.js), by a relative path and no more."""
+    src = str(attrs.get("src") or "")
+    return (tag == "script" and set(attrs) == {"src"} and ":" not in src
+            and src.rsplit("/", 1)[-1] in ("route.js", "folds.js") and src.lstrip("./").startswith("js/"))
 
 
 _MARKDOWN = None
