@@ -8,7 +8,8 @@ address names.
 """
 from __future__ import annotations
 
-import posixpath
+from annotate.links import relative
+from annotate.pages.base.tracefmt import layer_key, layer_name
 
 #: the page-wide switch; hidden until docs/js/folds.js wires it (without JavaScript every row shows)
 DIFFER_SWITCH = ('<label class="an-fold-switch" hidden><input type="checkbox" data-an-only-differ checked> '
@@ -21,15 +22,29 @@ FOLD_ASSETS = ("css/folds.css", "js/folds.js")
 
 
 def fold_assets(uri: str) -> str:
-    """The tags that load the folds' style and script, relative to the page at docs URI ``uri``."""
-    up = posixpath.relpath(".", posixpath.dirname(uri) or ".")
-    css, js = (posixpath.normpath(posixpath.join(up, a)) for a in FOLD_ASSETS)
-    return f'<link rel="stylesheet" href="{css}">\n<script src="{js}"></script>\n'
+    """The tags that load the folds' style and script on the page at docs URI ``uri``."""
+    return asset_tags(uri, *FOLD_ASSETS)
 
 
-def layer_title(layer: int | None, outside: str = "层外 outside layers") -> str:
-    """A fold's name: 第 ℓ 层 layer ℓ, or what lies outside the layers."""
-    return outside if layer is None else f"第 {layer} 层 layer {layer}"
+def asset_tags(uri: str, *assets: str) -> str:
+    """``<link>`` for each style sheet and ``<script>`` for each script of ``assets`` (docs-relative paths),
+    as the page at docs URI ``uri`` names them: for the few pages that need a file no other page loads."""
+    tags = [f'<link rel="stylesheet" href="{relative(uri, a)}">' if a.endswith(".css")
+            else f'<script src="{relative(uri, a)}"></script>' for a in assets]
+    return "\n".join(tags) + "\n"
+
+
+def fold_title(layer: int | None, outside: str = "") -> str:
+    """A fold's name, as the panels name a layer (:func:`~annotate.pages.base.tracefmt.layer_name`); ``outside``
+    says what the fold outside the layers holds."""
+    name = layer_name(layer_key(layer))
+    return f"{name} {outside}" if layer is None and outside else name
+
+
+def fold_table(css: str, head: tuple[str, ...], rows: list[str]) -> str:
+    """A raw HTML table (it lives inside a fold) in its scroll box: ``head`` as its header cells."""
+    return (f'<div class="an-exp-scroll"><table class="{css}"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def folded(css: str, title: str, count: str, table: str, differ: int | None = None) -> str:

@@ -22,7 +22,7 @@ from annotate.errors import UserError
 from annotate.links import page_url
 from annotate.pages.experiments.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
 from annotate.pages.experiments.lab_page import lab_pages
-from annotate.pages.base.folds import fold_assets, folded, folds, layer_title
+from annotate.pages.base.folds import fold_assets, fold_table, fold_title, folded, folds
 from annotate.pages.base.plots import LIGHT, Theme, figure_html, themed_files
 from annotate.pages.base.tracefmt import esc, num, sup_label
 from annotate.pages.source.values import compare_anchor
@@ -206,6 +206,11 @@ def _ids(keys: tuple[str, ...]) -> str:
     return sup_label(", ".join(out)) or "—"
 
 
+#: the line-by-line tables' columns
+_ROW_HEAD = ("行 line", "变量 var", "基线 ‖·‖ baseline", "实验 ‖·‖ experiment", "max |Δ| (ulp)",
+             "基线中认出 identified in the baseline", "实验中认出 identified in the experiment")
+
+
 def _same(r: ComparedRow) -> bool:
     """A row both runs hold bit for bit, identified alike: nothing on it differs."""
     return r.exp_norm is not None and r.ulps == 0 and r.base_ids == r.exp_ids
@@ -224,11 +229,8 @@ def _rows(c: ExperimentComparison, uri: str) -> str:
         differ = sum(1 for r in mine if not _same(r))
         count = (f"{len(mine)} 行中 {differ} 行不同 · {differ} of {len(mine)} rows differ" if differ
                  else f"{len(mine)} 行全部相同 · all {len(mine)} rows identical")
-        table = ('<div class="an-exp-scroll"><table class="an-exp-rows"><thead><tr><th>行 line</th><th>变量 var</th>'
-                 "<th>基线 ‖·‖ baseline</th><th>实验 ‖·‖ experiment</th><th>max |Δ| (ulp)</th>"
-                 "<th>基线中认出 identified in the baseline</th><th>实验中认出 identified in the experiment</th>"
-                 "</tr></thead><tbody>" + "".join(_row(r, uri, anchored) for r in mine) + "</tbody></table></div>")
-        blocks.append(folded("an-exp-layer", layer_title(layer), count, table, differ))
+        table = fold_table("an-exp-rows", _ROW_HEAD, [_row(r, uri, anchored) for r in mine])
+        blocks.append(folded("an-exp-layer", fold_title(layer), count, table, differ))
     return folds(blocks)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from annotate.experiments import Experiment
+from annotate.pages.base.folds import asset_tags
 from annotate.pages.base.tracefmt import esc
 from annotate.safe_html import literal
 
@@ -185,8 +186,7 @@ your own GPU. Tick the steps you have done; your self-assessment (lesson §10) s
 <p class="an-route-selfassess">自我评估 self-assessment: <span class="an-route-sa">还没有 none yet</span>
 (<a href="lesson.html#10-self-assessment">课程第 10 节 lesson §10</a>)</p>
 </div>
-<script src="js/route.js"></script>
-"""
+{asset_tags(ROUTE_URI, "js/route.js")}"""
 
 
 def _html(link: str) -> str:

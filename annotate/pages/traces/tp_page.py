@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from annotate.pages.base.folds import fold_assets, folded, folds, layer_title
+from annotate.pages.base.folds import fold_assets, fold_table, fold_title, folded, folds
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, num
 from annotate.trace.format.schema import LineRecord, VarRecord
@@ -186,16 +186,17 @@ def _bytes(t: Trace) -> str:
             "all_reduce sends 2(N−1)/N of it per rank.")
 
 
+#: what the fold outside the layers holds on this page
+_OUTSIDE = "(embedding, lm_head)"
+#: the columns of the shard table and of the after-all_reduce table
+_SHARD_HEAD = ("秩 rank", "张量 tensor", "切片 slice", "形状 shape", "匹配 found", "相对差 rel")
+_VERSUS_HEAD = ("模块 module", "函数 function", "变量 var", "max |Δ|", "ulp", "容差内 within")
+
+
 def _by_layer(rows: list[dict[str, Any]]) -> list[tuple[int | None, list[dict[str, Any]]]]:
     """``rows`` grouped by their ``layer`` (None, outside the layers, first), each group in its order."""
     layers = sorted({r.get("layer") for r in rows}, key=lambda k: -1 if k is None else int(k))
     return [(k, [r for r in rows if r.get("layer") == k]) for k in layers]
-
-
-def _table(head: tuple[str, ...], rows: list[str]) -> str:
-    """A raw HTML table (it lives inside a fold) in its scroll box."""
-    return ('<div class="an-exp-scroll"><table class="an-tp-rows"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
-            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 def _shard_table(t: Trace) -> str:
@@ -212,8 +213,8 @@ def _shard_table(t: Trace) -> str:
                         f"<td>{esc(s['shape'])}</td><td>{what}</td><td>{num(d['rel'], 2) if d else '—'}</td></tr>")
         count = (f"{len(shards)} 片全部认出 · all {len(shards)} shards found" if found == len(shards)
                  else f"{len(shards)} 片中 {len(shards) - found} 片未认出 · {len(shards) - found} of {len(shards)} not found")
-        blocks.append(folded("an-tp-layer", layer_title(layer, "层外 outside layers (embedding, lm_head)"), count,
-                             _table(("秩 rank", "张量 tensor", "切片 slice", "形状 shape", "匹配 found", "相对差 rel"), rows)))
+        blocks.append(folded("an-tp-layer", fold_title(layer, _OUTSIDE), count,
+                             fold_table("an-tp-rows", _SHARD_HEAD, rows)))
     return ("## 每一片都由比较找到 · Every shard, identified by comparison\n\n"
             "每个 rank 记录的分片与 HF 张量的**每一片**比较（相对 L2），列出在容差内、"
             "且次近的一片至少远出裕度倍数的那一片（与每个 ≡ 同一规则）。每层折叠，点开即见。"
@@ -244,8 +245,8 @@ def _versus(t: Trace) -> str:
         most = max((r["scale_ulps"] for r in differ), default=0)
         count = (f"{len(mine)} 个中 {len(differ)} 个不同，最多 {num(most, 2)} ulp · {len(differ)} of {len(mine)} differ, "
                  f"at most {num(most, 2)} ulps" if differ else f"{len(mine)} 个全部逐位相同 · all {len(mine)} bit-identical")
-        blocks.append(folded("an-tp-layer", layer_title(layer, "层外 outside layers (embedding, lm_head)"), count,
-                             _table(("模块 module", "函数 function", "变量 var", "max |Δ|", "ulp", "容差内 within"), cells)
+        blocks.append(folded("an-tp-layer", fold_title(layer, _OUTSIDE), count,
+                             fold_table("an-tp-rows", _VERSUS_HEAD, cells)
                              if cells else '<p class="an-fold-none">这一层没有不同的张量 · nothing here differs.</p>'))
     return ("## all_reduce 之后 vs `--tp 1` · After all_reduce vs `--tp 1`\n\n"
             f"all_reduce 之后的 {len(rows)} 个张量中 {exact} 个与单 rank 运行逐位相同；其余因求和顺序不同而舍入不同，"

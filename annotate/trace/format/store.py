@@ -171,9 +171,9 @@ def trace_json(path: Path) -> Path:
     return path / JSON_NAME if path.is_dir() else path
 
 
-def _checked_json(path: Path) -> dict[str, Any]:
-    """A trace's JSON as read, and validated against the format's model (annotate/trace/format/schema.py);
-    one-line UserError otherwise."""
+def read_payload(path: Path) -> dict[str, Any]:
+    """A trace's JSON validated against the format's model (annotate/trace/format/schema.py): records as
+    `LineRecord`s, every other block checked in place; one-line UserError otherwise."""
     jpath = trace_json(path)
     if not jpath.is_file():
         raise UserError(f"{path}: no trace here (expected {jpath}); run `annotate trace --out {path}`")
@@ -188,12 +188,6 @@ def _checked_json(path: Path) -> dict[str, Any]:
     if missing:   # all the top-level blocks named at once (check_payload would name the first field it lacks)
         raise UserError(f"{jpath}: incomplete trace (missing {', '.join(missing)}); {TRACE_FIX}")
     return schema.check_payload(payload, jpath)   # every field the site reads has its type from here on
-
-
-def read_payload(path: Path) -> dict[str, Any]:
-    """A trace's JSON validated against the format's model (annotate/trace/format/schema.py): records as
-    `LineRecord`s, every other block checked in place; one-line UserError otherwise."""
-    return _checked_json(path)
 
 
 def load_trace(path: Path | str, source_root: Path | str | None = None,
