@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,16 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C handled as at a terminal, however the suite was started. A run launched in the background by a
+    script (``nohup make test &`` from a non-interactive shell) inherits SIGINT *ignored* (POSIX: asynchronous
+    lists without job control), and so would every child a test starts: the tests of what Ctrl-C does to a
+    command (test_cli, test_serve) then failed for the launch's reason. A handled signal is reset to its default
+    in a child, so each child Python installs its own KeyboardInterrupt handler again. A no-op when the suite
+    was started from a terminal."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @dataclass

@@ -6,12 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from terminal import AT_A_TERMINAL
-
 REPO = Path(__file__).resolve().parents[1]
 
 #: a real SIGINT while the parser imports the rooms (most of a command's first ~0.1 s)
-CTRL_C_IN_THE_PARSER = AT_A_TERMINAL + """
+CTRL_C_IN_THE_PARSER = """
 import os, signal
 import annotate.cli as cli
 real = cli.build_parser

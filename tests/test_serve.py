@@ -5,11 +5,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
-
-from terminal import annotate_command
 
 pytest_plugins = ["site_fixtures"]
 
@@ -45,7 +44,8 @@ def test_editing_a_note_while_serving_updates_the_page(project: Path, tmp_path: 
     url = f"http://127.0.0.1:{port}/{PAGE}"
     temp = tmp_path / "temp"   # where MkDocs' serve puts its site (a mkdtemp), so this test can see it go
     temp.mkdir()
-    server = subprocess.Popen(annotate_command("--root", str(project), "serve", "--dev-addr", f"127.0.0.1:{port}"),
+    server = subprocess.Popen([sys.executable, "-m", "annotate", "--root", str(project), "serve",
+                               "--dev-addr", f"127.0.0.1:{port}"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               env=dict(os.environ, TMPDIR=str(temp)))
     try:
