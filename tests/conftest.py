@@ -1,4 +1,5 @@
-"""Session fixtures for the trace tests: ONE real compiled tiny trace per dtype, shared by all tests.
+"""Session fixtures for the trace tests: ONE real compiled tiny trace per dtype, shared by all tests (and by
+every xdist worker of a run: tests/once.py).
 
 Each runs the real `annotate trace` command in-process (CLI → pipeline → real torch.compile on
 CPU), so every trace test reads the same measured data instead of compiling again.
@@ -8,12 +9,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import signal
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from once import once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,14 +61,21 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 
 
 def _trace(tmp_path_factory: pytest.TempPathFactory, name: str, *extra: str) -> TraceRun:
+    """The tiny trace `name`, recorded once per test run (tests/once.py); what the command printed is kept
+    beside it, so that every worker reads the same run's output."""
     _need_vendor()
     from annotate.trace.format.store import load_trace
 
-    out = tmp_path_factory.mktemp("traces") / name
-    rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--out", str(out), *extra)
-    assert rc == 0, stderr
+    def record(folder: Path) -> None:
+        rc, stdout, stderr = run_cli("trace", "--preset", "tiny", "--out", str(folder / name), *extra)
+        assert rc == 0, stderr
+        (folder / "run.json").write_text(json.dumps({"rc": rc, "stdout": stdout, "stderr": stderr}), encoding="utf-8")
+
+    folder = once(tmp_path_factory, f"trace-{name}", record)
+    run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    out = folder / name
     payload = json.loads((out / "trace.json").read_text(encoding="utf-8"))
-    return TraceRun(out, rc, stdout, stderr, payload, load_trace(out))
+    return TraceRun(out, run["rc"], run["stdout"], run["stderr"], payload, load_trace(out))
 
 
 @pytest.fixture(scope="session")
@@ -82,3 +94,21 @@ def tiny_trace_f32(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
 def tiny_trace_tp2(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
     """The tiny preset on 2 tensor-parallel ranks (gloo, 2 processes), every tensor kept."""
     return _trace(tmp_path_factory, "cpu-bf16-tiny-tp2", "--tp", "2", "--full-tensors")
+
+
+#: `annotate …` run by another interpreter (its venv's console script may not be where its python is)
+OTHER_CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def tiny_trace_py312(tmp_path_factory: pytest.TempPathFactory, python: str) -> Path:
+    """The tiny trace recorded by the Python 3.12 interpreter `python` with sys.monitoring and the recorder's
+    compiled (mypyc) modules, every tensor kept; made once per test run and read by two checks: test_monitor
+    (against its settrace run) and test_native (against the Python recorder's run). The trace's folder."""
+    def record(folder: Path) -> None:
+        res = subprocess.run([python, "-c", OTHER_CLI, "--root", str(ROOT), "trace", "--preset", "tiny", "--full-tensors",
+                              "--quiet", "--line-events", "monitoring", "--out", str(folder / "monitoring")],
+                             capture_output=True, text=True, timeout=900, check=False, cwd=ROOT,
+                             env={**os.environ, "ANNOTATE_NATIVE": "1"})
+        assert res.returncode == 0, res.stderr[-3000:]
+
+    return once(tmp_path_factory, "trace-py312-tiny-monitoring", record) / "monitoring"

@@ -13,6 +13,7 @@ import pytest
 
 from annotate.cli.site import build_site
 from annotate.vendoring import vendors
+from once import once
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -20,10 +21,8 @@ ARTIFACTS = REPO / "test-artifacts"
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real project's site, built once (strict) into a temp folder."""
-    target = tmp_path_factory.mktemp("site") / "site"
-    build_site(REPO, target, strict=True)
-    return target
+    """The real project's site, built once per test run (strict) into a temp folder (tests/once.py)."""
+    return once(tmp_path_factory, "built-site", lambda folder: build_site(REPO, folder / "site", strict=True)) / "site"
 
 
 def copy_project(dest: Path) -> Path:

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from annotate.trace.model.options import BACKENDS, check_backend, default_backend
-from conftest import ROOT, run_cli
+from conftest import OTHER_CLI as _CLI
+from conftest import ROOT, run_cli, tiny_trace_py312
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_recorder import records_structure
@@ -73,23 +74,26 @@ def test_an_eager_fallback_is_seen_under_monitoring() -> None:
     assert got.get("RMSNorm.rms_forward", 0) > 0 and got.get("SiluAndMul.forward", 0) > 0, got
 
 
-#: `annotate …` in the other interpreter (its venv's console script may not be where its python is)
-_CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @pytest.mark.slow
-def test_both_backends_record_the_same_tiny_trace(tmp_path: Path) -> None:
+def test_both_backends_record_the_same_tiny_trace(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The tiny trace recorded on Python 3.12 with sys.monitoring and with sys.settrace: every
     field of every record equal (timings aside), the tensors byte for byte, and the records'
-    structure the one the 3.11 recorder made (tests/golden/recorder/tiny-records.jsonl)."""
+    structure the one the 3.11 recorder made (tests/golden/recorder/tiny-records.jsonl). The
+    sys.monitoring run is the session's (conftest.tiny_trace_py312, which test_native reads too)."""
     py = _py312()
-    payloads = {}
+    payloads, outs = {}, {}
     for backend in BACKENDS:
-        out = tmp_path / backend
-        res = subprocess.run([py, "-c", _CLI, "--root", str(ROOT), "trace", "--preset", "tiny",
-                              "--full-tensors", "--quiet", "--line-events", backend, "--out", str(out)],
-                             capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
-        assert res.returncode == 0, res.stderr[-3000:]
+        if backend == "monitoring":
+            out = tiny_trace_py312(tmp_path_factory, py)
+        else:
+            out = tmp_path / backend
+            res = subprocess.run([py, "-c", _CLI, "--root", str(ROOT), "trace", "--preset", "tiny",
+                                  "--full-tensors", "--quiet", "--line-events", backend, "--out", str(out)],
+                                 capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
+            assert res.returncode == 0, res.stderr[-3000:]
+        outs[backend] = out
         payloads[backend] = json.loads((out / "trace.json").read_text(encoding="utf-8"))
         assert payloads[backend]["meta"]["recorder"]["line_events"] == backend
         assert payloads[backend]["meta"]["versions"]["python"] >= "3.12"
@@ -98,7 +102,7 @@ def test_both_backends_record_the_same_tiny_trace(tmp_path: Path) -> None:
     assert len(mon["records"]) == len(st["records"]) > 300
     for a, b in zip(mon["records"], st["records"]):
         assert {k: v for k, v in a.items() if k != "timing"} == {k: v for k, v in b.items() if k != "timing"}
-    assert (tmp_path / "monitoring" / "tensors.safetensors").read_bytes() == \
-        (tmp_path / "settrace" / "tensors.safetensors").read_bytes()
+    assert (outs["monitoring"] / "tensors.safetensors").read_bytes() == \
+        (outs["settrace"] / "tensors.safetensors").read_bytes()
     golden = (ROOT / "tests" / "golden" / "recorder" / "tiny-records.jsonl").read_text(encoding="utf-8")
     assert records_structure(mon) == golden

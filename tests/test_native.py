@@ -18,9 +18,8 @@ import pytest
 
 from annotate.trace.record import native
 from annotate.trace.record.native import LIBRARY, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
-from conftest import ROOT
-
-_CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
+from conftest import OTHER_CLI as _CLI
+from conftest import ROOT, tiny_trace_py312
 
 
 def _fake(tmp_path: Path) -> tuple[Path, Path]:
@@ -138,20 +137,26 @@ def _interpreters() -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("python", _interpreters(), ids=lambda p: "this python" if p == sys.executable else "py312")
-def test_compiled_and_python_record_the_same_tiny_trace(tmp_path: Path, python: str) -> None:
+def test_compiled_and_python_record_the_same_tiny_trace(tmp_path: Path, python: str,
+                                                        tmp_path_factory: pytest.TempPathFactory) -> None:
     """The tiny trace recorded by the mypyc build and by the Python sources: every field of every
-    record equal (timings aside), the tensors byte for byte."""
+    record equal (timings aside), the tensors byte for byte. On 3.12 the compiled side is the session's
+    sys.monitoring trace (conftest.tiny_trace_py312, which test_monitor reads too): the same command."""
     status = subprocess.run([python, "-c", "from annotate.trace.record import native; print(native.STATE.status)"],
                             capture_output=True, text=True, timeout=120, check=True, cwd=ROOT).stdout.strip()
     if not status.startswith("on"):
         pytest.skip(f"{python}: the native recorder is not in use: {status}")
-    payloads = {}
+    payloads, outs = {}, {}
     for mode, switch in (("compiled", "1"), ("python", "0")):
-        out = tmp_path / mode
-        res = subprocess.run([python, "-c", _CLI, "--root", str(ROOT), "trace", "--preset", "tiny", "--full-tensors",
-                              "--quiet", "--out", str(out)], capture_output=True, text=True, timeout=900, check=False,
-                             cwd=ROOT, env={**os.environ, native.ENV: switch})
-        assert res.returncode == 0, res.stderr[-3000:]
+        if mode == "compiled" and python != sys.executable:
+            out = tiny_trace_py312(tmp_path_factory, python)
+        else:
+            out = tmp_path / mode
+            res = subprocess.run([python, "-c", _CLI, "--root", str(ROOT), "trace", "--preset", "tiny",
+                                  "--full-tensors", "--quiet", "--out", str(out)], capture_output=True, text=True,
+                                 timeout=900, check=False, cwd=ROOT, env={**os.environ, native.ENV: switch})
+            assert res.returncode == 0, res.stderr[-3000:]
+        outs[mode] = out
         payloads[mode] = json.loads((out / "trace.json").read_text(encoding="utf-8"))
         assert payloads[mode]["meta"]["recorder"]["compiled"] is (mode == "compiled")
     a, b = payloads["compiled"], payloads["python"]
@@ -160,5 +165,5 @@ def test_compiled_and_python_record_the_same_tiny_trace(tmp_path: Path, python: 
         assert {k: v for k, v in ra.items() if k != "timing"} == {k: v for k, v in rb.items() if k != "timing"}
     assert {k: v for k, v in a["meta"]["recorder"].items() if k != "compiled"} == \
         {k: v for k, v in b["meta"]["recorder"].items() if k != "compiled"}
-    assert (tmp_path / "compiled" / "tensors.safetensors").read_bytes() == \
-        (tmp_path / "python" / "tensors.safetensors").read_bytes()
+    assert (outs["compiled"] / "tensors.safetensors").read_bytes() == \
+        (outs["python"] / "tensors.safetensors").read_bytes()

@@ -22,6 +22,7 @@ from annotate.source import SourceFile
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.trace.format.store import Trace, find_traces, load_trace
 from goldens import GOLDEN, VENDOR
+from once import once
 
 if TYPE_CHECKING:
     from annotate.pages.base.snapshot import Snapshot
@@ -79,25 +80,28 @@ def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fix
     running only `make test` (as CI does) still tests the trace switch — beside the committed ones."""
     from site_fixtures import copy_project_with_trace
 
-    dest = tmp_path_factory.mktemp("traced") / "project"
     found = find_traces(REPO)
-    if any(p.name == "cpu" for p in found):
-        return copy_project_with_trace(dest, *found)
-    root = copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
-    shutil.copytree(request.getfixturevalue("tiny_trace_f32").out, root / "traces" / "cpu-float32")
-    for committed in found:   # the committed device traces (traces/cuda…): a clean clone has them, not traces/cpu
-        shutil.copytree(committed, root / "traces" / committed.name)
-    return root
+
+    def make(folder: Path) -> None:
+        dest = folder / "project"
+        if any(p.name == "cpu" for p in found):
+            copy_project_with_trace(dest, *found)
+            return
+        root = copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
+        shutil.copytree(request.getfixturevalue("tiny_trace_f32").out, root / "traces" / "cpu-float32")
+        for committed in found:   # the committed device traces (traces/cuda…): a clean clone has them, not traces/cpu
+            shutil.copytree(committed, root / "traces" / committed.name)
+
+    return once(tmp_path_factory, "traced-project", make) / "project"
 
 
 @pytest.fixture(scope="session")
-def traced_site(traced_project: Path) -> Path:
-    """The traced scratch project's site, built once (strict)."""
+def traced_site(traced_project: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The traced scratch project's site, built once per test run (strict)."""
     from annotate.cli.site import build_site
 
-    target = traced_project / "site"
-    build_site(traced_project, target, strict=True)
-    return target
+    once(tmp_path_factory, "traced-site", lambda _folder: build_site(traced_project, traced_project / "site", strict=True))
+    return traced_project / "site"
 
 
 @pytest.fixture(scope="session")
