@@ -159,9 +159,11 @@ def test_a_venv_made_from_the_image_python_cannot_see_its_torch(tmp_path: Path) 
 
 
 def travelling_tree(dest: Path, wheels: Path) -> Path:
-    """What reaches the device: the tracked files (no .git, nothing ignored) plus the carried paths
-    vendor/nano-vllm and gpu-wheels, as the device tool's `run` sends them."""
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    """What reaches the device: the tracked files and the untracked ones git does not ignore (no .git,
+    nothing ignored) plus the carried paths vendor/nano-vllm and gpu-wheels, as the device tool's `run`
+    sends them: a file not yet committed travels too."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout
     for name in filter(None, names.decode().split("\0")):
         src = ROOT / name
         if src.is_file():
