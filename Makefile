@@ -14,9 +14,9 @@ site: install vendor native trace experiments build
 ## test: install, materialise the vendor copy, make sure Chromium is there, a Python 3.12 beside it, the recorder's hot path
 ## compiled for both, lint and type-check, run the test suite
 ## TEST_WORKERS: pytest-xdist processes (a whole test file to each; the expensive session fixtures are made once
-## per run and shared, tests/once.py); 0 runs the suite in this process. 3 on 2 cores: the third fills the time
-## the others wait on a browser or a child (measured on 2 cores: 589 s for 3 workers, 615 s for 2)
-TEST_WORKERS ?= 3
+## per run and shared, tests/once.py); 0 runs the suite in this process. 2 on 2 cores: a third was a little faster
+## (589 s against 615 s) but on a fresh clone it starved a browser test's 10 s wait for the search results
+TEST_WORKERS ?= 2
 test: install vendor browser py312 native lint
 	ANNOTATE_PY312=$(VENV312)/bin/python $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
