@@ -100,15 +100,21 @@ def tiny_trace_tp2(tmp_path_factory: pytest.TempPathFactory) -> TraceRun:
 OTHER_CLI = "import sys; from annotate.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
+def record_tiny_in(python: str, out: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    """`annotate trace --preset tiny --full-tensors --quiet EXTRA --out OUT` run by interpreter `python` in a
+    child process (environment: this one's, plus `env`); fails the caller with the end of its stderr."""
+    res = subprocess.run([python, "-c", OTHER_CLI, "--root", str(ROOT), "trace", "--preset", "tiny", "--full-tensors",
+                          "--quiet", *extra, "--out", str(out)], capture_output=True, text=True, timeout=900,
+                         check=False, cwd=ROOT, env={**os.environ, **(env or {})})
+    assert res.returncode == 0, res.stderr[-3000:]
+
+
 def tiny_trace_py312(tmp_path_factory: pytest.TempPathFactory, python: str) -> Path:
     """The tiny trace recorded by the Python 3.12 interpreter `python` with sys.monitoring and the recorder's
     compiled (mypyc) modules, every tensor kept; made once per test run and read by two checks: test_monitor
     (against its settrace run) and test_native (against the Python recorder's run). The trace's folder."""
-    def record(folder: Path) -> None:
-        res = subprocess.run([python, "-c", OTHER_CLI, "--root", str(ROOT), "trace", "--preset", "tiny", "--full-tensors",
-                              "--quiet", "--line-events", "monitoring", "--out", str(folder / "monitoring")],
-                             capture_output=True, text=True, timeout=900, check=False, cwd=ROOT,
-                             env={**os.environ, "ANNOTATE_NATIVE": "1"})
-        assert res.returncode == 0, res.stderr[-3000:]
+    from annotate.trace.record.native import ENV
 
-    return once(tmp_path_factory, "trace-py312-tiny-monitoring", record) / "monitoring"
+    return once(tmp_path_factory, "trace-py312-tiny-monitoring",
+                lambda folder: record_tiny_in(python, folder / "monitoring", "--line-events", "monitoring",
+                                              env={ENV: "1"})) / "monitoring"

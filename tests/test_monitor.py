@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from annotate.trace.model.options import BACKENDS, check_backend, default_backend
-from conftest import OTHER_CLI as _CLI
-from conftest import ROOT, run_cli, tiny_trace_py312
+from conftest import ROOT, record_tiny_in, run_cli, tiny_trace_py312
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_recorder import records_structure
@@ -74,8 +73,6 @@ def test_an_eager_fallback_is_seen_under_monitoring() -> None:
     assert got.get("RMSNorm.rms_forward", 0) > 0 and got.get("SiluAndMul.forward", 0) > 0, got
 
 
-
-
 @pytest.mark.slow
 def test_both_backends_record_the_same_tiny_trace(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The tiny trace recorded on Python 3.12 with sys.monitoring and with sys.settrace: every
@@ -89,10 +86,7 @@ def test_both_backends_record_the_same_tiny_trace(tmp_path: Path, tmp_path_facto
             out = tiny_trace_py312(tmp_path_factory, py)
         else:
             out = tmp_path / backend
-            res = subprocess.run([py, "-c", _CLI, "--root", str(ROOT), "trace", "--preset", "tiny",
-                                  "--full-tensors", "--quiet", "--line-events", backend, "--out", str(out)],
-                                 capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
-            assert res.returncode == 0, res.stderr[-3000:]
+            record_tiny_in(py, out, "--line-events", backend)
         outs[backend] = out
         payloads[backend] = json.loads((out / "trace.json").read_text(encoding="utf-8"))
         assert payloads[backend]["meta"]["recorder"]["line_events"] == backend

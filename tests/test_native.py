@@ -19,7 +19,7 @@ import pytest
 from annotate.trace.record import native
 from annotate.trace.record.native import LIBRARY, MODULES, STAMP_NAME, Stamp, digest, load_plan, source_of
 from conftest import OTHER_CLI as _CLI
-from conftest import ROOT, tiny_trace_py312
+from conftest import ROOT, record_tiny_in, tiny_trace_py312
 
 
 def _fake(tmp_path: Path) -> tuple[Path, Path]:
@@ -152,10 +152,7 @@ def test_compiled_and_python_record_the_same_tiny_trace(tmp_path: Path, python: 
             out = tiny_trace_py312(tmp_path_factory, python)
         else:
             out = tmp_path / mode
-            res = subprocess.run([python, "-c", _CLI, "--root", str(ROOT), "trace", "--preset", "tiny",
-                                  "--full-tensors", "--quiet", "--out", str(out)], capture_output=True, text=True,
-                                 timeout=900, check=False, cwd=ROOT, env={**os.environ, native.ENV: switch})
-            assert res.returncode == 0, res.stderr[-3000:]
+            record_tiny_in(python, out, env={native.ENV: switch})
         outs[mode] = out
         payloads[mode] = json.loads((out / "trace.json").read_text(encoding="utf-8"))
         assert payloads[mode]["meta"]["recorder"]["compiled"] is (mode == "compiled")
