@@ -354,7 +354,7 @@ def test_search_for_the_lessons_own_words_ranks_it_first(reader: Visit, words: s
     reader.open("index.html")
     reader.page.focus("input.md-search__input")
     reader.page.keyboard.type(words)
-    reader.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    reader.page.wait_for_selector(".md-search-result__item", timeout=30_000)
     reader.page.wait_for_timeout(300)   # the worker answers per keystroke: let the last answer land
     hrefs = reader.page.eval_on_selector_all("a.md-search-result__link", "as => as.map(a => a.getAttribute('href'))")
     assert hrefs and "lesson.html" in hrefs[0], hrefs[:12]

@@ -115,7 +115,7 @@ def test_search_works_from_disk_without_a_cdn(visit: Visit) -> None:
     visit.open("index.html")
     visit.page.focus("input.md-search__input")
     visit.page.keyboard.type("add_rms_forward")
-    visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    visit.page.wait_for_selector(".md-search-result__item", timeout=30_000)
     assert visit.page.locator(".md-search-result__item").count() >= 1
     assert visit.non_local() == []
 
@@ -125,7 +125,7 @@ def test_chinese_words_are_found_inside_sentences(visit: Visit) -> None:
     visit.open("index.html")
     visit.page.focus("input.md-search__input")
     visit.page.keyboard.type("除以")  # "divide by": only ever mid-clause (…再除以标准差…)
-    visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    visit.page.wait_for_selector(".md-search-result__item", timeout=30_000)
     titles = visit.page.locator(".md-search-result__item").all_inner_texts()
     assert any("layernorm.py" in t or "RMSNorm" in t for t in titles), titles
 
@@ -134,7 +134,7 @@ def search(visit: Visit, query: str) -> list[str]:
     """Type ``query`` into Material's search box; the result links' hrefs, in the order shown."""
     visit.page.focus("input.md-search__input")
     visit.page.keyboard.type(query)
-    visit.page.wait_for_selector(".md-search-result__item", timeout=10_000)
+    visit.page.wait_for_selector(".md-search-result__item", timeout=30_000)
     visit.page.wait_for_timeout(300)   # the worker answers per keystroke: let the last answer land
     return visit.page.eval_on_selector_all("a.md-search-result__link", "as => as.map(a => a.getAttribute('href'))")
 
