@@ -51,6 +51,9 @@ def test_line_156_panel_switches_layer_and_matches_the_trace(page: Visit, traced
     seen = []
     for layer in trace.layers()[1:] + trace.layers()[:1]:
         page.page.select_option("#values-L156 .an-layer-select", str(layer))
+        # a layer's values load on demand (a script per layer): read the panel once it shows that layer, not the
+        # one before it (a fresh clone's loaded run read layer 2 where 3 was chosen)
+        page.page.wait_for_selector(f"#values-L156[data-shown$='/{layer}'] .an-rec")
         got_layer, text = shown_identity(page, "residual")
         expected = trace.at(QWEN3, 156, layer=layer)[0].var("residual")
         assert got_layer == str(expected.matched["layer"]) == str(layer)
