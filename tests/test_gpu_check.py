@@ -3,7 +3,8 @@
 The lent H200 image (device notes, KINDS.md) has a `python3` that is itself a virtual environment
 holding torch, triton 3.6, transformers 5.x, tokenizers 0.23 and huggingface-hub 1.x, and no
 tree-sitter. Here that layout is rebuilt from real packages: a venv made from this project's base
-interpreter, with torch 2.13.0 (CPU), triton 3.6, transformers 5.17.0, tokenizers 0.23.2,
+interpreter, with torch 2.13.0 (CPU; this venv's own files, hard-linked, when it is that version),
+triton 3.6, transformers 5.17.0, tokenizers 0.23.2,
 huggingface-hub 1.33.0, numpy, safetensors, xxhash, pyyaml, requests, regex, tqdm and pytest
 installed into it (each is in the image), and no
 tree-sitter (cached under .cache/gpu-rehearsal/, keyed by those versions). Then the exact GPU
