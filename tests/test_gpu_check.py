@@ -85,25 +85,24 @@ def image_python() -> Path:
     return py
 
 
-def _link_torch(env: Path) -> bool:
+def _link_torch(env: Path) -> None:
     """Hard-link this venv's torch (its files and dist-info, as its RECORD lists them) into the image
     venv `env` when it is the version IMAGE_PACKAGES pins: the same files pip would unpack from the same
     wheel, without unpacking and byte-compiling ~900 MB again (about a minute of CPU on a fresh clone).
-    False, with nothing left behind, when it is another version or a link fails (then pip installs it)."""
+    Nothing is left behind when it is another version or a link fails: then pip installs it."""
     try:
         dist = metadata.distribution("torch")
     except metadata.PackageNotFoundError:
-        return False
+        return
     if f"torch=={dist.version.split('+')[0]}" not in IMAGE_PACKAGES or not dist.files:
-        return False
+        return
     site = Path(str(dist.locate_file("")))
     dest = env / "lib" / f"python{PYVER}" / "site-packages"
     tops = sorted({f.parts[0] for f in dist.files if f.parts[0] != ".." and (site / f.parts[0]).exists()})
     for top in tops:
         if _run(["cp", "-al", str(site / top), str(dest / top)]).returncode != 0:
             subprocess.run(["rm", "-rf", *(str(dest / t) for t in tops)], check=True)
-            return False
-    return True
+            return
 
 
 def carried_wheels() -> Path:
