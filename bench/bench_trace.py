@@ -26,7 +26,10 @@ interpreter's event machinery costs with no Python per event) and the derived `c
 no copies)` (per round: what the floor's copies cost inside the forward). On sys.monitoring, the same
 floor written in C (`line_floor_c.c`, compiled for this interpreter when the bench starts; left out,
 with one line saying why, where it cannot be): `lines, least work in C (floor)`, `… no copies` and the
-derived `copies alone, in C`: what a recorder in C, with no Python run per event, would still pay.
+derived `copies alone, in C`: what a recorder in C, with no Python run per event, would still pay;
+and the lean C floor, `lines, least work in C, watched names only` (and `…, no copies`): the watched
+names read from their frame slots, no snapshot of the locals (its distance to the C floor is what the
+snapshots cost).
 Every line-event backend the interpreter has runs in the same rounds (3.11: `sys.settrace`; 3.12+:
 `sys.monitoring` and `sys.settrace`, the like-for-like comparison; `--line-events NAME` for one);
 each interpreter writes its own results file (`make bench` runs the 3.12 venv of `make py312` too,

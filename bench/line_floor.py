@@ -27,6 +27,10 @@ copies`) − 1 above the plain forward. Two more variants measure that instead o
 (sys.monitoring only): `C floor` and `C no copies` do the floor's work and its `no copies` work in
 C (`line_floor_c.c`, built by `build_c_floor` with this interpreter's compiler, in a temporary folder),
 with no Python run per event; each copy still goes through torch's Python binding (`Tensor.clone`).
+`C lean` and `C lean, no copies` do less still: they read only the watched names, each from the
+frame's own slot (`PyFrame_GetVar`, no sync of every local into a dict), and keep no snapshot of the
+locals. That is the floor of a recorder whose aliasing is worked out from storage keys taken as it
+copies, not from a snapshot per statement; its distance to `C floor` is what the snapshots cost.
 """
 from __future__ import annotations
 
@@ -47,9 +51,15 @@ from annotate.trace.record.sourcemap import CodeInfo, TracedStatement
 #: variant name (`record`'s argument) -> the mode of its rows in bench/results/trace*.json
 VARIANTS = {"floor": "lines, least Python (floor)", "no copies": "lines, least Python, no copies",
             "events alone": "line events alone (C callback)",
-            "C floor": "lines, least work in C (floor)", "C no copies": "lines, least work in C, no copies"}
+            "C floor": "lines, least work in C (floor)", "C no copies": "lines, least work in C, no copies",
+            "C lean": "lines, least work in C, watched names only",
+            "C lean, no copies": "lines, least work in C, watched names only, no copies"}
 #: the variants written in C (`line_floor_c.c`, built by `build_c_floor`)
-C_VARIANTS = ("C floor", "C no copies")
+C_VARIANTS = ("C floor", "C no copies", "C lean", "C lean, no copies")
+#: the C variants that read only the watched names (`PyFrame_GetVar`) and keep no snapshot
+LEAN_VARIANTS = ("C lean", "C lean, no copies")
+#: the variants that keep copies (the others keep the tensors themselves)
+COPYING = ("floor", "C floor", "C lean")
 #: the variants that run on sys.monitoring only (their callbacks are builtins)
 MONITORING_ONLY = frozenset({"events alone", *C_VARIANTS})
 C_SOURCE = Path(__file__).with_name("line_floor_c.c")
@@ -191,14 +201,16 @@ def build_c_floor(work: Path) -> ModuleType | str:
     return module
 
 
-def _c_monitoring(infos: Iterable[CodeInfo], run: Callable[[], None], c_floor: ModuleType, copy: bool) -> list[Any]:
+def _c_monitoring(infos: Iterable[CodeInfo], run: Callable[[], None], c_floor: ModuleType, copy: bool,
+                  lean: bool = False) -> list[Any]:
     """`run()` with the C floor's callbacks on the watched code objects' local events; returns what
-    it kept, `(statement, [(name, copy)], snapshot)` per finished statement."""
+    it kept, `(statement, [(name, copy)], snapshot)` per finished statement (`lean`: the watched names
+    read from their slots, the snapshot None)."""
     infos = list(infos)
     watch = {key_of(s): tuple(n for n, _ in _watch_list(s)) for i in infos for s in i.statements.values()}
     # keyed by address (`id`, read once here): the C callbacks look a code object up by its address
     statements = {id(i.code): {line: (s, watch[key_of(s)]) for line, s in i.statements.items()} for i in infos}
-    floor = c_floor.Floor(statements, torch.Tensor, copy)
+    floor = c_floor.Floor(statements, torch.Tensor, copy, lean)
     _watching([i.code for i in infos], (floor.on_start, floor.on_line, floor.on_return), "annotate-bench-c-floor", run)
     return list(floor.raw)
 
@@ -215,7 +227,7 @@ def record(infos: Iterable[CodeInfo], run: Callable[[], None], backend: str, var
     if variant in C_VARIANTS:
         if c_floor is None:
             raise ValueError(f"{variant}: needs the built C floor (`build_c_floor`)")
-        return len(_c_monitoring(infos, run, c_floor, copy=variant == "C floor"))
-    floor = _Floor(infos, copy=variant == "floor")
+        return len(_c_monitoring(infos, run, c_floor, copy=variant in COPYING, lean=variant in LEAN_VARIANTS))
+    floor = _Floor(infos, copy=variant in COPYING)
     (_monitoring if backend == "monitoring" else _settrace)(floor, run)
     return len(floor.raw)

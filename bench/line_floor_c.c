@@ -9,10 +9,14 @@
  * measures what a recorder in C would pay at least. `line_floor.py` builds it (`build_c_floor`) and
  * drives it.
  *
- * `Floor(statements, tensor_type, copy)`: `statements` maps `id(code)` to a dict from a line number
- * to `(statement, names)`, the statement starting there and the names to look up after it.
- * Its methods `on_start`, `on_line` and `on_return` are the sys.monitoring callbacks; `raw` holds
+ * `Floor(statements, tensor_type, copy, lean=False)`: `statements` maps `id(code)` to a dict from a
+ * line number to `(statement, names)`, the statement starting there and the names to look up after
+ * it. Its methods `on_start`, `on_line` and `on_return` are the sys.monitoring callbacks; `raw` holds
  * `(statement, [(name, copy)], snapshot)` per finished statement.
+ *
+ * `lean`: read only the watched names, each with `PyFrame_GetVar` (Python >= 3.12: it reads the
+ * frame's own slot, with no sync of every local into a dict), and keep no snapshot (None): the least
+ * a recorder pays whose aliasing needs no snapshot of the locals (the issue's lean C floor).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,61 +35,90 @@ typedef struct {
     PyObject *copies;    /* address of a tensor -> (tensor, its copy) */
     PyObject *raw;
     int copy;
+    int lean;            /* watched names only (PyFrame_GetVar), no snapshot */
     Entry *stack;
     Py_ssize_t depth, cap;
 } Floor;
 
 static PyObject *str_clone;
 
-/* `done` (a (statement, names) pair) has finished in `frame`: copy what it holds, keep a snapshot */
+/* The value `name` holds in `frame` (a new reference), or NULL with no error set when it holds none:
+ * from the synced `locals`, or (lean) from the frame's own slot */
+static PyObject *
+lookup(Floor *self, PyObject *frame, PyObject *locals, PyObject *name)
+{
+    if (!self->lean) {
+        PyObject *value = PyDict_GetItemWithError(locals, name);
+        return value == NULL ? NULL : Py_NewRef(value);
+    }
+    PyObject *value = PyFrame_GetVar((PyFrameObject *)frame, name);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_NameError))
+        PyErr_Clear();   /* not bound (yet) */
+    return value;
+}
+
+/* Keep `(name, copy of value)` in `kept` when `value` is a tensor: the copy taken now, or the one
+ * already taken of that very tensor object in this forward */
+static int
+keep(Floor *self, PyObject *kept, PyObject *name, PyObject *value)
+{
+    if (!PyObject_TypeCheck(value, (PyTypeObject *)self->tensor_type))
+        return 0;
+    PyObject *ident = PyLong_FromVoidPtr(value);
+    if (ident == NULL)
+        return -1;
+    PyObject *hit = PyDict_GetItemWithError(self->copies, ident);
+    PyObject *copy;
+    if (hit != NULL && PyTuple_GET_ITEM(hit, 0) == value) {
+        copy = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
+    } else {
+        copy = self->copy ? PyObject_CallMethodNoArgs(value, str_clone) : Py_NewRef(value);
+        PyObject *pair = copy == NULL ? NULL : PyTuple_Pack(2, value, copy);
+        if (pair == NULL || PyDict_SetItem(self->copies, ident, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_XDECREF(copy);
+            Py_DECREF(ident);
+            return -1;
+        }
+        Py_DECREF(pair);
+    }
+    Py_DECREF(ident);
+    PyObject *item = PyTuple_Pack(2, name, copy);
+    Py_DECREF(copy);
+    if (item == NULL || PyList_Append(kept, item) < 0) {
+        Py_XDECREF(item);
+        return -1;
+    }
+    Py_DECREF(item);
+    return 0;
+}
+
+/* `done` (a (statement, names) pair) has finished in `frame`: copy what it holds, keep a snapshot
+ * (lean: no snapshot, and each name read from its own slot) */
 static int
 finish(Floor *self, PyObject *frame, PyObject *done)
 {
     PyObject *names = PyTuple_GET_ITEM(done, 1);
-    PyObject *locals = PyFrame_GetLocals((PyFrameObject *)frame);
-    if (locals == NULL)
+    PyObject *locals = NULL;
+    if (!self->lean && (locals = PyFrame_GetLocals((PyFrameObject *)frame)) == NULL)
         return -1;
     PyObject *kept = PyList_New(0);
     if (kept == NULL)
         goto fail;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
         PyObject *name = PyTuple_GET_ITEM(names, i);
-        PyObject *value = PyDict_GetItemWithError(locals, name);
+        PyObject *value = lookup(self, frame, locals, name);   /* a new reference */
         if (value == NULL) {
             if (PyErr_Occurred())
                 goto fail;
             continue;
         }
-        if (!PyObject_TypeCheck(value, (PyTypeObject *)self->tensor_type))
-            continue;
-        PyObject *ident = PyLong_FromVoidPtr(value);
-        if (ident == NULL)
+        int rc = keep(self, kept, name, value);
+        Py_DECREF(value);
+        if (rc < 0)
             goto fail;
-        PyObject *hit = PyDict_GetItemWithError(self->copies, ident);
-        PyObject *copy;
-        if (hit != NULL && PyTuple_GET_ITEM(hit, 0) == value) {
-            copy = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
-        } else {
-            copy = self->copy ? PyObject_CallMethodNoArgs(value, str_clone) : Py_NewRef(value);
-            PyObject *pair = copy == NULL ? NULL : PyTuple_Pack(2, value, copy);
-            if (pair == NULL || PyDict_SetItem(self->copies, ident, pair) < 0) {
-                Py_XDECREF(pair);
-                Py_XDECREF(copy);
-                Py_DECREF(ident);
-                goto fail;
-            }
-            Py_DECREF(pair);
-        }
-        Py_DECREF(ident);
-        PyObject *item = PyTuple_Pack(2, name, copy);
-        Py_DECREF(copy);
-        if (item == NULL || PyList_Append(kept, item) < 0) {
-            Py_XDECREF(item);
-            goto fail;
-        }
-        Py_DECREF(item);
     }
-    PyObject *snapshot = PyDict_Copy(locals);
+    PyObject *snapshot = self->lean ? Py_NewRef(Py_None) : PyDict_Copy(locals);
     PyObject *row = snapshot == NULL ? NULL : PyTuple_Pack(3, PyTuple_GET_ITEM(done, 0), kept, snapshot);
     Py_XDECREF(snapshot);
     if (row == NULL || PyList_Append(self->raw, row) < 0) {
@@ -94,11 +127,11 @@ finish(Floor *self, PyObject *frame, PyObject *done)
     }
     Py_DECREF(row);
     Py_DECREF(kept);
-    Py_DECREF(locals);
+    Py_XDECREF(locals);
     return 0;
 fail:
     Py_XDECREF(kept);
-    Py_DECREF(locals);
+    Py_XDECREF(locals);
     return -1;
 }
 
@@ -177,8 +210,8 @@ static int
 Floor_init(Floor *self, PyObject *args, PyObject *kwds)
 {
     PyObject *statements, *tensor_type;
-    int copy;
-    if (!PyArg_ParseTuple(args, "O!Op", &PyDict_Type, &statements, &tensor_type, &copy))
+    int copy, lean = 0;
+    if (!PyArg_ParseTuple(args, "O!Op|p", &PyDict_Type, &statements, &tensor_type, &copy, &lean))
         return -1;
     if (!PyType_Check(tensor_type)) {
         PyErr_SetString(PyExc_TypeError, "tensor_type must be a type");
@@ -189,6 +222,7 @@ Floor_init(Floor *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->copies, PyDict_New());
     Py_XSETREF(self->raw, PyList_New(0));
     self->copy = copy;
+    self->lean = lean;
     return self->copies != NULL && self->raw != NULL ? 0 : -1;
 }
 

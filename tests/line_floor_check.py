@@ -1,5 +1,5 @@
 """What the benchmark's floors keep for a small torch function, as JSON on stdout: the Python floor
-and the C floor (`bench/line_floor_c.c`), each with and without copies. Run by
+the C floor (`bench/line_floor_c.c`) and its lean variant, each with and without copies. Run by
 tests/test_line_floor.py under a Python 3.12 interpreter (`python tests/line_floor_check.py DIR`,
 DIR a scratch folder for the C build)."""
 from __future__ import annotations
@@ -45,6 +45,9 @@ def main() -> None:
         out["python" + ("" if copy else ", no copies")] = kept(floor.raw)
         raw = line_floor._c_monitoring([info], lambda: toy(x), built, copy)
         out["C" + ("" if copy else ", no copies")] = kept(raw)
+        lean = line_floor._c_monitoring([info], lambda: toy(x), built, copy, lean=True)
+        out["C lean" + ("" if copy else ", no copies")] = kept(lean)
+        out["snapshots" + ("" if copy else ", no copies")] = [[type(r[2]).__name__ for r in raw], [type(r[2]).__name__ for r in lean]]
     out["counts"] = {v: line_floor.record([info], lambda: toy(x), "monitoring", v, built) for v in line_floor.VARIANTS}
     print(json.dumps(out))
 
