@@ -16,8 +16,11 @@ Hooks:
   reference, maintaining) unless mkdocs.yml has one: the generated pages could not be listed there.
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink), then
   ``{{value …}}`` and ``{{= …}}`` placeholders (:mod:`annotate.pages.lesson.lesson_values`, :mod:`annotate.claims`),
-  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson.lesson_formulas`).
-- ``on_page_content``: sanitise hand-written pages, render arithmatex's ``$…$`` / ``$$…$$`` spans with
+  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson.lesson_formulas`);
+  last, a generated page's big HTML blocks are set aside behind placeholders (:mod:`annotate.render.held`):
+  Markdown would only pass them through, after parsing every tag of them twice.
+- ``on_page_content``: put the held blocks back (their anchors into the page's, for MkDocs' link validation),
+  sanitise hand-written pages, render arithmatex's ``$…$`` / ``$$…$$`` spans with
   KaTeX at build time, and draw the element-level diagrams (``{{diagram NAME}}``, :mod:`annotate.pages.lesson.diagrams`).
 - ``on_post_template`` / ``on_post_build``: 404.html with relative links, no source maps
   (:mod:`annotate.render.offline`); the search index refined so that symbols and notes land on their
@@ -27,6 +30,7 @@ Hooks:
 from __future__ import annotations
 
 import logging
+import secrets
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
@@ -56,6 +60,7 @@ from annotate.pages.base.trace_set import NOTICE_LOGGER
 from annotate.project import Project
 from annotate.render import offline
 from annotate.render.assets import site_assets
+from annotate.render.held import Held, set_aside
 from annotate.render.katex import Katex, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
@@ -95,6 +100,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         self.strict = bool(config.strict)
         self.katex: Katex = shared(self.root)
         self.auto_nav = config.nav is None  # a nav written in mkdocs.yml wins over ours
+        self._nonce = secrets.token_hex(8)   # this build's held-block placeholders (annotate.render.held)
+        self._held: dict[str, Held] = {}
         logging.getLogger("jieba").setLevel(logging.WARNING)  # the search index's segmenter chats on stderr
         return config
 
@@ -146,11 +153,26 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         markdown = _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
                                                        folder=self.project.docs_label, table=lambda: facts.claims))
         # a 引用 button under each display formula, naming the code its {{code …}} lines point at
-        return _plugin_error(lambda: lesson_formulas.expand(markdown, uri, facts.sources, self.project.docs_label,
-                                                            facts.files))
+        markdown = _plugin_error(lambda: lesson_formulas.expand(markdown, uri, facts.sources, self.project.docs_label,
+                                                                facts.files))
+        if page.file.generated_by is None:
+            return markdown
+        markdown, held = set_aside(markdown, self._nonce)   # generated HTML skips Markdown's scans (render/held.py)
+        if held.blocks:
+            self._held[uri] = held
+        return markdown
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-        """Sanitise hand-written pages (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
+        """Put the held blocks back (and their anchors in the page's), sanitise hand-written pages
+        (annotate.safe_html), then server-side math (arithmatex, generic mode)."""
+        held = self._held.pop(page.file.src_uri, None)
+        if held is not None:
+            html_text = held.put_back(html_text)
+            page.present_anchor_ids = (page.present_anchor_ids or set()) | held.anchor_ids()
+        return self._page_content(html_text, page)
+
+    def _page_content(self, html_text: str, page: Page) -> str:
+        """`on_page_content`'s work once the page is whole."""
         if page.file.generated_by is None:
             html_text = safe_html.clean(html_text)
         lean = lean_math(self.katex.render)   # no hidden MathML copy: search indexes each formula once, as text

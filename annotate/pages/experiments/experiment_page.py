@@ -14,11 +14,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Callable, Mapping
 
 from annotate import experiments as ex
 from annotate.anchors import resolve
 from annotate.errors import UserError
+from annotate.render.held import hold
+from annotate.trace.format.store import read_payload
 from annotate.links import page_url
 from annotate.pages.experiments.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
 from annotate.pages.experiments.lab_page import lab_pages
@@ -62,12 +64,15 @@ def experiment_pages(root: Path, sources: Mapping[str, SourceFile]) -> Experimen
     """Every experiment's page and the index; a bad experiment file raises its one-line UserError."""
     out = ExperimentPages()
     found = ex.load_experiments(root)
+    # the experiments share a baseline, and each trace is read by `_comparison` and `compare_traces`: read each
+    # once (the comparisons only read them)
+    read = functools.cache(read_payload)
     for experiment in found:
         out.titles[experiment.name] = title_text(experiment)
         for path in experiment.files:
             out.touched.setdefault(path, []).append(experiment.name)
         lines = _edit_lines(experiment, sources, out.problems)
-        comparison = _comparison(root, experiment.name)
+        comparison = _comparison(root, experiment.name, read)
         if comparison is not None and (stale := stale_files(root, comparison.experiment)):
             out.problems.append(f"{TRACES}/{experiment.name}: recorded against other bytes of {', '.join(stale)}; "
                                 f"re-record it with `annotate experiment {experiment.name} --force`")
@@ -104,19 +109,18 @@ def stale_files(root: Path, block: dict) -> list[str]:
                   if not (vendor / p).is_file() or sha256_bytes((vendor / p).read_bytes()) != digest)
 
 
-def _comparison(root: Path, name: str) -> ExperimentComparison | None:
-    """The experiment trace beside its baseline, or None when either is not recorded (yet)."""
+def _comparison(root: Path, name: str, read: Callable[[Path], dict[str, Any]]) -> ExperimentComparison | None:
+    """The experiment trace beside its baseline, or None when either is not recorded (yet); ``read`` reads a
+    trace's payload (`store.read_payload`, or a cache of it)."""
     folder = root / TRACES / name
     if not (folder / "trace.json").is_file():
         return None
-    from annotate.trace.format.store import read_payload
-
-    block = read_payload(folder).get("experiment") or {}
+    block = read(folder).get("experiment") or {}
     baseline = root / str(block.get("baseline", ""))
     if not block.get("baseline") or not (baseline / "trace.json").is_file():
         return None
     try:
-        return compare_traces(baseline, folder)
+        return compare_traces(baseline, folder, read)
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{folder}: cannot compare it with {baseline} ({exc}); re-record it with "
                         f"`annotate experiment {name} --force`") from None
@@ -156,7 +160,7 @@ def render(experiment: ex.Experiment, lines: list[int | None], comparison: Exper
               figure_html(f"{experiment.name}.svg", "norm of residual and hidden_states per layer, baseline vs experiment",
                           640, f"基线（实线）与实验（虚线）逐层的范数 ‖·‖₂，{comparison.dtype}",
                           f"per-layer norm ‖·‖₂, baseline (solid) vs experiment (dashed), {comparison.dtype}") + "\n",
-              "## 逐行对照 · Line by line\n", fold_assets(uri) + _rows(comparison, uri)]
+              "## 逐行对照 · Line by line\n", fold_assets(uri) + hold(_rows(comparison, uri))]   # held: render/held.py
     return "\n".join(parts)
 
 

@@ -17,6 +17,7 @@ from annotate.links import LOCAL_ONLY, FileFacts, page_anchor
 from annotate.pages.base.extras import LineExtras
 from annotate.tex_text import tex_text
 from annotate.render.katex import display_parts
+from annotate.render.held import hold
 from annotate.pages.base.highlight import highlight_lines, wrap_points
 from annotate.safe_html import prose
 from annotate.framework_map import FRAMEWORKS
@@ -94,7 +95,8 @@ def render_page(page: PageInput) -> str:
         parts += [html_, ""] if html_ else []
     if page.intro:
         parts += [_texts(page.intro, page.math, "an-intro"), ""]
-    parts += [symbols_table(page), "", goto(page), "", code(page), "", data_blob(page), ""]
+    # the big blocks pass Markdown untouched: held back from its HTML scans (annotate/render/held.py)
+    parts += [hold(symbols_table(page)), "", goto(page), "", hold(code(page)), "", hold(data_blob(page)), ""]
     return "\n".join(parts)
 
 

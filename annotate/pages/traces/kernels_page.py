@@ -18,6 +18,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 
+from annotate.render.held import hold
 from annotate.pages.traces import kernel_flow
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, human_bytes, nbytes, num
@@ -147,11 +148,13 @@ def section(sources: Mapping[str, SourceFile], views: list[TraceView], function:
     # long and never what a reader searches for. Material's search skips a data-search-exclude element
     # only until the first closing tag of the same name, so the marker sits on a <figure>, which
     # nothing inside repeats
-    parts.append(f'<figure class="an-kernel-code" data-search-exclude><div class="an-kernel-grid"><div>'
-                 f'<b>Python 函数体 body</b>{left}</div><div>{right}</div></div></figure>')
+    # the code and the maps are most of the page's bytes: held back from Markdown's HTML scans (render/held.py)
+    parts.append(hold(f'<figure class="an-kernel-code" data-search-exclude><div class="an-kernel-grid"><div>'
+                      f'<b>Python 函数体 body</b>{left}</div><div>{right}</div></div></figure>'))
     model = sources.get(info.get("file", ""))
     for v in views:
-        parts.append(statement_maps(v, function, model.text if model else None, info.get("file", ""), href))
+        maps = statement_maps(v, function, model.text if model else None, info.get("file", ""), href)
+        parts.append(hold(maps) if maps else "")
     for v in views:
         bw = v.trace.bandwidth() if function == "RMSNorm.add_rms_forward" else None
         if bw:
