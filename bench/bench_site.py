@@ -3,6 +3,9 @@
 Prints medians (no assertions). Targets from issue 3: generator < 0.3 s, build < 5 s.
 Run: .venv/bin/python bench/bench_site.py [--runs N]
 
+--held (issue 37): strict builds with the generated pages' big HTML held back from Markdown and passed through it,
+interleaved in one run; rows to bench/results/site-held.json.
+
 --make-site (issue 24): times every `--if-stale` step of `make site` (the Makefile's trace and
 experiment commands, each in a fresh process, and whether it imported torch), then `make site` twice
 in a row; the first run is a full one when the traces were stale (after a change under
@@ -29,6 +32,7 @@ from annotate.render.katex import Katex
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "site.json"
+HELD_RESULTS = ROOT / "bench" / "results" / "site-held.json"
 _PROBE = ("import sys, time; from annotate.cli import main; rc = main(sys.argv[1:]); "
           "print('torch' in sys.modules); sys.exit(rc)")
 THREE = ["nanovllm/layers/layernorm.py", "nanovllm/layers/activation.py", "nanovllm/models/qwen3.py"]
@@ -123,13 +127,63 @@ def make_site_main(runs: int) -> None:
     RESULTS.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def held_rows(runs: int) -> list[dict]:
+    """Full strict builds of this project in one process, interleaved: the generated pages' big HTML blocks held
+    back from Markdown (annotate/render/held.py, as built) and passed through it (as before): whole build and
+    Markdown's conversion of every page (`Page.render`), medians and the per-round ratio held / passed."""
+    import mkdocs.structure.pages as pages
+    import annotate.plugin as plugin
+    from annotate.render.held import Held, unheld
+
+    rendering = [0.0]
+    render = pages.Page.render
+
+    def timed_render(self, config, files):   # Markdown's conversion of one page, timed
+        start = time.perf_counter()
+        render(self, config, files)
+        rendering[0] += time.perf_counter() - start
+
+    held = plugin.set_aside
+    passed = lambda markdown, nonce=None: (unheld(markdown), Held(nonce or "off"))  # noqa: E731
+    out: dict[str, list[tuple[float, float]]] = {"held": [], "passed through": []}
+    pages.Page.render = timed_render
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            build_site(ROOT, Path(tmp) / "warm", strict=True)   # imports, KaTeX's process, caches
+            for i in range(runs):
+                for mode, fn in (("held", held), ("passed through", passed)) if i % 2 == 0 else \
+                        (("passed through", passed), ("held", held)):
+                    plugin.set_aside = fn
+                    rendering[0] = 0.0
+                    target = Path(tmp) / f"site-{i}-{len(out[mode])}"
+                    took = timed(lambda target=target: build_site(ROOT, target, strict=True))
+                    out[mode].append((took, rendering[0]))
+    finally:
+        pages.Page.render, plugin.set_aside = render, held
+    rows = []
+    for mode, got in out.items():
+        rows.append({"step": f"strict build, big blocks {mode}", "seconds": round(statistics.median(b for b, _ in got), 2),
+                     "markdown seconds": round(statistics.median(m for _, m in got), 2)})
+    ratios = [h[0] / p[0] for h, p in zip(out["held"], out["passed through"])]
+    rows.append({"step": "strict build: held / passed through", "ratio": round(statistics.median(ratios), 3)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--make-site", action="store_true", help="time the --if-stale steps and `make site` (issue 24)")
+    parser.add_argument("--held", action="store_true",
+                        help="strict builds with the generated HTML held back from Markdown and passed through it")
     args = parser.parse_args()
     if args.make_site:
         make_site_main(2)
+        return
+    if args.held:
+        rows = held_rows(args.runs)
+        for r in rows:
+            print(r)
+        HELD_RESULTS.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return
     snapshots = snapshot_times(args.runs)
     cold = generator_times(args.runs, fresh_katex=True)
