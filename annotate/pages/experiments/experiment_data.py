@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from annotate.experiments import baseline_line
 from annotate.pages.base.tracefmt import NEAREST_BOUND, num, sup_label
@@ -182,9 +182,11 @@ def _rank(key: str) -> int:
     return order.index(key) if key in order else len(order)
 
 
-def compare_traces(baseline: Path, experiment: Path) -> ExperimentComparison:
-    """Compare the experiment trace folder with its baseline trace folder."""
-    base, exp = read_payload(baseline), read_payload(experiment)
+def compare_traces(baseline: Path, experiment: Path,
+                   read: Callable[[Path], dict[str, Any]] = read_payload) -> ExperimentComparison:
+    """Compare the experiment trace folder with its baseline trace folder. ``read``: how a trace's payload is
+    read (the site's build reads each once, however many experiments share a baseline: `experiment_pages`)."""
+    base, exp = read(baseline), read(experiment)
     block = exp.get("experiment") or {}
     edits = block.get("edits", [])
     tensors = _Tensors(baseline, experiment)
