@@ -9,6 +9,7 @@ to test-artifacts/.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -64,22 +65,60 @@ def _pages(site: Path) -> list[str]:
     return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
 
 
+@dataclass
+class PhoneTour:
+    """Every page of the traced site opened once on a phone in one colour scheme, measured for the tests that
+    need the whole site at 390 px: what is clipped without a hint (CLIPPED_JS) and the page's own width.
+    The traced site is the project's pages plus the values panels of its traces: every built page, and more."""
+
+    pages: list[str] = field(default_factory=list)
+    clipped: dict[str, list] = field(default_factory=dict)
+    widths: dict[str, tuple[int, int]] = field(default_factory=dict)   # page -> (scrollWidth, innerWidth)
+
+
+_TOURS: dict[str, PhoneTour] = {}
+
+
+def phone_tour(browser, site: Path, scheme: str) -> PhoneTour:
+    """The tour of `scheme`, made on first use in this test process (one tour serves both tests below)."""
+    if scheme not in _TOURS:
+        tour = PhoneTour(_pages(site))
+        with visiting(browser, site, PHONE, scheme) as v:
+            v.open("lesson.html")
+            assert_cjk_font(v.page)                                         # measured as a Chinese reader sees it
+            for rel in tour.pages:
+                v.open(rel)
+                v.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+                found = v.page.evaluate(CLIPPED_JS)
+                if found:
+                    tour.clipped[rel] = found
+                sw, iw = v.page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+                tour.widths[rel] = (sw, iw)
+        _TOURS[scheme] = tour
+    return _TOURS[scheme]
+
+
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_nothing_is_clipped_unmarked_on_a_phone(browser, built_site: Path, scheme: str, artifacts: Path) -> None:
-    with visiting(browser, built_site, PHONE, scheme) as v:
-        v.open("lesson.html")
-        assert_cjk_font(v.page)                                             # measured as a Chinese reader sees it
-        clipped = {}
-        for rel in _pages(built_site):
-            v.open(rel)
-            v.page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-            found = v.page.evaluate(CLIPPED_JS)
-            if found:
-                clipped[rel] = found
+def test_nothing_is_clipped_unmarked_on_a_phone(browser, traced_site: Path, scheme: str, artifacts: Path) -> None:
+    tour = phone_tour(browser, traced_site, scheme)
+    assert len(tour.pages) >= 40 and set(tour.widths) == set(tour.pages)   # the tour saw every page
+    with visiting(browser, traced_site, PHONE, scheme) as v:
         v.open("lesson.html")
         v.page.locator(".an-more-hint").first.scroll_into_view_if_needed()
         v.page.screenshot(path=str(artifacts / f"layout-phone-hint-{scheme}.png"))
-        assert not clipped, f"{scheme}: clipped content without a scroll hint at 390 px: {clipped}"
+    assert not tour.clipped, f"{scheme}: clipped content without a scroll hint at 390 px: {tour.clipped}"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_no_page_is_wider_than_a_phone(browser, traced_site: Path, scheme: str, artifacts: Path) -> None:
+    """(From the reader's journey, tests/test_browser_reader.py: it shares the layout tests' phone tour.)"""
+    tour = phone_tour(browser, traced_site, scheme)
+    wide = {rel: sw for rel, (sw, iw) in tour.widths.items() if sw > iw}
+    with visiting(browser, traced_site, PHONE, scheme) as v:
+        for rel, name in (("index.html", "index"), ("lesson.html", "lesson"), (QWEN3, "qwen3")):
+            v.open(rel)
+            v.page.screenshot(path=str(artifacts / f"reader-phone-{name}-{scheme}.png"))
+    assert not wide, f"pages wider than {PHONE['width']} px: {wide}"
 
 
 def test_nothing_is_clipped_unmarked_on_a_desktop(browser, built_site: Path) -> None:

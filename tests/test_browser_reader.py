@@ -236,20 +236,7 @@ def test_text_contrast_and_tap_targets(browser, traced_site: Path, traced_projec
 
 # ------------------------------------------------------------------ 5. phones
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_no_page_is_wider_than_a_phone(browser, traced_site: Path, scheme: str, artifacts: Path) -> None:
-    with visiting(browser, traced_site, PHONE, scheme) as v:
-        wide = {}
-        pages = sorted(p.relative_to(traced_site).as_posix() for p in traced_site.rglob("*.html"))
-        for rel in pages:
-            v.open(rel)
-            w = v.page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-            if w[0] > w[1]:
-                wide[rel] = w[0]
-        for rel, name in (("index.html", "index"), ("lesson.html", "lesson"), (PAGE, "qwen3")):
-            v.open(rel)
-            v.page.screenshot(path=str(artifacts / f"reader-phone-{name}-{scheme}.png"))
-        assert not wide, f"pages wider than {PHONE['width']} px: {wide}"
+# no page wider than a phone: tests/test_browser_layout.py (it shares the layout tests' tour of every page)
 
 
 def test_range_link_shows_the_range_on_a_phone(browser, traced_site: Path, artifacts: Path) -> None:
