@@ -16,8 +16,8 @@ Hooks:
   reference, maintaining) unless mkdocs.yml has one: the generated pages could not be listed there.
 - ``on_page_markdown``: replace ``[[…]]`` references by links (page line + upstream permalink), then
   ``{{value …}}`` and ``{{= …}}`` placeholders (:mod:`annotate.pages.lesson.lesson_values`, :mod:`annotate.claims`),
-  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson.lesson_formulas`);
-  last, a generated page's big HTML blocks are set aside behind placeholders (:mod:`annotate.render.held`):
+  then a 引用 cite button under each display formula with its ``{{code …}}`` lines (:mod:`annotate.pages.lesson.lesson_formulas`).
+  Last, a generated page's big HTML blocks are set aside behind placeholders (:mod:`annotate.render.held`):
   Markdown would only pass them through, after parsing every tag of them twice.
 - ``on_page_content``: put the held blocks back (their anchors into the page's, for MkDocs' link validation),
   sanitise hand-written pages, render arithmatex's ``$…$`` / ``$$…$$`` spans with
@@ -60,7 +60,7 @@ from annotate.pages.base.trace_set import NOTICE_LOGGER
 from annotate.project import Project
 from annotate.render import offline
 from annotate.render.assets import site_assets
-from annotate.render.held import Held, set_aside
+from annotate.render.held import HeldBlocks, set_aside
 from annotate.render.katex import Katex, shared
 
 log = logging.getLogger("mkdocs.plugins.annotate")
@@ -101,7 +101,7 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         self.katex: Katex = shared(self.root)
         self.auto_nav = config.nav is None  # a nav written in mkdocs.yml wins over ours
         self._nonce = secrets.token_hex(8)   # this build's held-block placeholders (annotate.render.held)
-        self._held: dict[str, Held] = {}
+        self._held: dict[str, HeldBlocks] = {}
         logging.getLogger("jieba").setLevel(logging.WARNING)  # the search index's segmenter chats on stderr
         return config
 
@@ -145,7 +145,18 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
             log.warning(line)
 
     def on_page_markdown(self, markdown: str, page: Page, config: MkDocsConfig, files: Files) -> str:
-        uri, facts = page.file.src_uri, self.facts
+        uri = page.file.src_uri
+        markdown = self._expand(markdown, uri)
+        if page.file.generated_by is None:
+            return markdown
+        markdown, held = set_aside(markdown, self._nonce)   # generated HTML skips Markdown's scans (render/held.py)
+        if held.blocks:
+            self._held[uri] = held
+        return markdown
+
+    def _expand(self, markdown: str, uri: str) -> str:
+        """A page's placeholders replaced: references, recorded values, computed numbers, cite buttons."""
+        facts = self.facts
         markdown = references.expand(markdown, uri, facts.references.get(uri, ()), facts.files)
         # recorded values cited in prose ({{value …}}), then numbers computed from the vendored code ({{= …}})
         markdown = _plugin_error(lambda: lesson_values.expand(markdown, uri, facts.sources, facts.traces,
@@ -153,14 +164,8 @@ class AnnotatePlugin(BasePlugin[AnnotateConfig]):
         markdown = _plugin_error(lambda: claims.expand(markdown, uri, self.root, strict=self.strict,
                                                        folder=self.project.docs_label, table=lambda: facts.claims))
         # a 引用 button under each display formula, naming the code its {{code …}} lines point at
-        markdown = _plugin_error(lambda: lesson_formulas.expand(markdown, uri, facts.sources, self.project.docs_label,
-                                                                facts.files))
-        if page.file.generated_by is None:
-            return markdown
-        markdown, held = set_aside(markdown, self._nonce)   # generated HTML skips Markdown's scans (render/held.py)
-        if held.blocks:
-            self._held[uri] = held
-        return markdown
+        return _plugin_error(lambda: lesson_formulas.expand(markdown, uri, facts.sources, self.project.docs_label,
+                                                            facts.files))
 
     def on_page_content(self, html_text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
         """Put the held blocks back (and their anchors in the page's), sanitise hand-written pages

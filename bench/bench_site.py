@@ -133,7 +133,7 @@ def held_rows(runs: int) -> list[dict]:
     Markdown's conversion of every page (`Page.render`), medians and the per-round ratio held / passed."""
     import mkdocs.structure.pages as pages
     import annotate.plugin as plugin
-    from annotate.render.held import Held, unheld
+    from annotate.render.held import HeldBlocks, unheld
 
     rendering = [0.0]
     render = pages.Page.render
@@ -144,7 +144,7 @@ def held_rows(runs: int) -> list[dict]:
         rendering[0] += time.perf_counter() - start
 
     held = plugin.set_aside
-    passed = lambda markdown, nonce=None: (unheld(markdown), Held(nonce or "off"))  # noqa: E731
+    passed = lambda markdown, nonce=None: (unheld(markdown), HeldBlocks(nonce or "off"))  # noqa: E731
     out: dict[str, list[tuple[float, float]]] = {"held": [], "passed through": []}
     pages.Page.render = timed_render
     try:

@@ -8,7 +8,7 @@ from mkdocs.structure.pages import _HTMLHandler
 
 from annotate.pages.base.snapshot import build_snapshot
 from annotate.pages.source.generate import generate
-from annotate.render.held import CLOSE, OPEN, Held, hold, set_aside, unheld
+from annotate.render.held import CLOSE, OPEN, HeldBlocks, hold, set_aside, unheld
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -41,14 +41,14 @@ def test_markdown_leaves_the_placeholders_whole_and_the_blocks_come_back_unparse
 
 def test_a_placeholder_of_another_build_is_left_alone() -> None:
     text, held = set_aside(hold("<b>x</b>"), "mine")
-    other = Held("theirs", ["<i>y</i>"])
+    other = HeldBlocks("theirs", ["<i>y</i>"])
     assert other.put_back(text) == text and held.put_back(text) == "<b>x</b>"
 
 
 def test_anchor_ids_count_what_mkdocs_counts() -> None:
     block = ('<div id="L1"><span data-id="no"></span><a name="n&amp;1">a</a><span name="not-an-anchor"></span>'
              "<p ID='Up' class=x>u</p><a href=\"#x\" NAME=plain>b</a><td id=bare>c</td><br/></div>")
-    got = Held("n", [block]).anchor_ids()
+    got = HeldBlocks("n", [block]).anchor_ids()
     assert got == mkdocs_ids(block) == {"L1", "n&1", "Up", "plain", "bare"}
 
 
@@ -63,4 +63,4 @@ def test_anchor_ids_of_every_held_block_of_the_real_pages_are_mkdocs_own() -> No
         blocks += len(held.blocks)
         assert held.anchor_ids() == set().union(set(), *map(mkdocs_ids, held.blocks)), uri
     assert blocks >= 3 * (len(pages) - 1)   # rows, symbols and data of every source page (not the index)
-    assert any("L156" in Held("n", [p]).anchor_ids() for p in pages.values())
+    assert any("L156" in HeldBlocks("n", [p]).anchor_ids() for p in pages.values())

@@ -8,7 +8,7 @@ whole build, for output that came out byte for byte as it went in.
 A generator marks such a block with :func:`hold` (two HTML comments around it: harmless wherever the
 Markdown is read without the plugin). The plugin, last in ``on_page_markdown``, swaps each held block for
 a one-line placeholder (:func:`set_aside`), and first in ``on_page_content`` puts the blocks back
-(:meth:`Held.put_back`) and adds the anchors they hold to the page's (:meth:`Held.anchor_ids`), so that
+(:meth:`HeldBlocks.put_back`) and adds the anchors they hold to the page's (:meth:`HeldBlocks.anchor_ids`), so that
 MkDocs' link validation knows ``#L28-L40`` as before. The placeholders carry a nonce of the build: text
 a page shows cannot spell one.
 """
@@ -37,7 +37,7 @@ def unheld(text: str) -> str:
 
 
 @dataclass
-class Held:
+class HeldBlocks:
     """One page's held blocks, in order, behind placeholders named by ``nonce``."""
 
     nonce: str
@@ -66,9 +66,9 @@ class Held:
         return found
 
 
-def set_aside(markdown: str, nonce: str | None = None) -> tuple[str, Held]:
+def set_aside(markdown: str, nonce: str | None = None) -> tuple[str, HeldBlocks]:
     """``markdown`` with each held block replaced by a placeholder, and the blocks to put back."""
-    held = Held(nonce or secrets.token_hex(8))
+    held = HeldBlocks(nonce or secrets.token_hex(8))
 
     def swap(m: re.Match[str]) -> str:
         held.blocks.append(m[1])
