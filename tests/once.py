@@ -28,7 +28,8 @@ def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on the file `path` (made if missing) for the block, across processes."""
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)   # released when the handle closes, or when a worker dies
         yield
@@ -42,7 +43,7 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Pa
     """
     root = shared_root(tmp_path_factory)
     folder, done = root / name, root / f"{name}.done"
-    with _locked(root / f"{name}.lock"):
+    with locked(root / f"{name}.lock"):
         if not done.is_file():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()

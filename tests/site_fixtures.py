@@ -25,8 +25,44 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return once(tmp_path_factory, "built-site", lambda folder: build_site(REPO, folder / "site", strict=True)) / "site"
 
 
-def copy_project(dest: Path) -> Path:
-    """A scratch copy of the project's site inputs: config, docs, notes, lock, vendor; KaTeX linked."""
+#: the lesson's claims (annotate/lesson/cache.py) of the scratch projects, by cache key. The key covers the vendored
+#: files, the claim code and the traces: a scratch copy without traces (or with the session's tiny one) has the same
+#: key in every test, and this checkout's own claims (made with its traces) never match it, so every build of a
+#: fresh copy computed them again in a child process (~8 s, dozens of builds a run). Kept like the other caches
+#: under .cache/ (the newest few), content-addressed, so a key is computed once per checkout and code version.
+CLAIMS_STORE = REPO / ".cache" / "test-claims"
+CLAIMS_KEPT = 8
+
+
+def seed_claims(root: Path) -> None:
+    """Put the claims of `root`'s inputs into its cache: from :data:`CLAIMS_STORE`, else computed there first
+    (under a lock: parallel workers compute a key once). An edit made after this changes the key, and that
+    build computes its own, as the tool does."""
+    from annotate.lesson import cache
+    from once import locked
+
+    key = cache.cache_key(root)
+    name = cache.cache_path(root, key).name
+    CLAIMS_STORE.mkdir(parents=True, exist_ok=True)
+    stored = CLAIMS_STORE / name
+    with locked(CLAIMS_STORE / "store.lock"):
+        if cache.read_cached(stored) is None:
+            cache.load_claims(root)
+            staged = stored.with_name(f".{name}.{os.getpid()}")
+            shutil.copy2(cache.cache_path(root, key), staged)
+            os.replace(staged, stored)
+            for old in sorted(CLAIMS_STORE.glob("claims-*.json"), key=lambda f: f.stat().st_mtime)[:-CLAIMS_KEPT]:
+                old.unlink(missing_ok=True)
+    target = cache.cache_path(root, key)
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(stored, target)
+    os.utime(stored)   # its last use, which the pruning above goes by
+
+
+def copy_project(dest: Path, seed: bool = True) -> Path:
+    """A scratch copy of the project's site inputs: config, docs, notes, lock, vendor; KaTeX linked; the lesson's
+    claims for exactly these inputs in its cache (``seed``: :func:`seed_claims`)."""
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copy2(REPO / "mkdocs.yml", dest / "mkdocs.yml")
     shutil.copytree(REPO / "docs", dest / "docs")
@@ -37,9 +73,8 @@ def copy_project(dest: Path) -> Path:
         shutil.copy2(REPO / upstream.lock_name, dest / upstream.lock_name)
         shutil.copytree(REPO / upstream.dir, dest / upstream.dir, ignore=shutil.ignore_patterns("__pycache__"))
     os.symlink(REPO / "node_modules", dest / "node_modules")
-    for cached in (REPO / ".cache").glob("claims-*.json"):  # the lesson's computed numbers (keyed by vendor hashes)
-        (dest / ".cache").mkdir(exist_ok=True)
-        shutil.copy2(cached, dest / ".cache" / cached.name)
+    if seed:
+        seed_claims(dest)
     return dest
 
 
@@ -51,9 +86,10 @@ def copy_project_with_trace(dest: Path, *trace_dirs: Path, name: str | None = No
     """
     if name is not None and len(trace_dirs) != 1:
         raise ValueError("copy_project_with_trace: name= renames exactly one trace")
-    root = copy_project(dest)
+    root = copy_project(dest, seed=False)
     for trace_dir in trace_dirs:
         shutil.copytree(trace_dir, root / "traces" / (name or trace_dir.name))
+    seed_claims(root)   # keyed by the traces too
     return root
 
 

@@ -78,10 +78,16 @@ def one_error_line(capsys) -> str:
 
 def test_build_swaps_in_a_complete_site(project: Path) -> None:
     marker = keep_old_site(project)
-    with mock.patch.object(cache, "cache_key", wraps=cache.cache_key) as keyed:
+    from annotate.pages.lesson import lesson_formulas
+
+    with mock.patch.object(cache, "cache_key", wraps=cache.cache_key) as keyed, \
+            mock.patch.object(lesson_formulas, "expand", wraps=lesson_formulas.expand) as expanded:
         assert build(project) == 0
     # the lesson's claims are looked up once per build (Snapshot.claims), not hashed afresh by every page
     assert keyed.call_count == 1
+    # every page's placeholders expanded once, none twice
+    uris = [c.args[1] for c in expanded.call_args_list]
+    assert len(uris) == len(set(uris)) and "lesson.md" in uris and "source/nanovllm/models/qwen3.py.md" in uris
     assert not marker.exists() and (project / "site/index.html").is_file()
     assert not [p for p in project.iterdir() if p.name.startswith(".site.")]
 
