@@ -115,6 +115,13 @@ def test_kernel_and_numerics_pages_load_offline(page: Visit, artifacts: Path) ->
         # the kernels page holds every captured kernel's source (~2 MB): a full-page picture of it took over 30 s
         # on a busy fresh machine and failed the run; its first screen shows what the artifact is for
         page.page.screenshot(path=str(artifacts / f"values-{name}.png"), full_page=name != "kernels")
+        if name == "kernels":   # a kernel shown closed loads its code when opened (docs/js/kernels.js), from disk
+            closed = page.page.locator("details.an-kernel:not([open])").first.element_handle()
+            assert closed.query_selector(":scope > .an-kernel-lazy") and not closed.query_selector("pre")
+            closed.query_selector("summary").click()
+            page.page.wait_for_function("d => d.open && !d.querySelector(':scope > .an-kernel-lazy')"
+                                        " && d.querySelector(':scope > .highlight pre code')", arg=closed)
+            assert closed.query_selector("pre code").inner_text().strip()
     assert page.non_local() == []
 
 

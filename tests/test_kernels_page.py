@@ -47,6 +47,31 @@ def test_page_golden() -> None:
     compare_golden("values/kernels.md", page)
 
 
+def test_closed_kernels_load_their_code_when_opened() -> None:
+    """Built for the site (``files``): a kernel shown open keeps its code inline; each one shown closed (the other
+    compiles, the whole generated modules) says its code loads when opened, and that code, the same markup the inline
+    page holds, sits in a script of its own that docs/js/kernels.js loads; the page names that script."""
+    import json
+    import re
+
+    traces = mini_set("bf16")
+    inline = kernels_page.render(repo_sources(), traces, href)
+    files: dict[str, str] = {}
+    page = kernels_page.render(repo_sources(), traces, href, files)
+    notes = re.findall(r'<p class="an-kernel-lazy" data-an-code="(\w+)" data-an-src="kernels/(\w+)\.js">', page)
+    assert notes and all(a == b for a, b in notes) and len(files) == len({a for a, _ in notes})
+    assert page.count("<details class=\"an-kernel\" open>") == inline.count("<details class=\"an-kernel\" open>") > 0
+    assert '<script src="../js/kernels.js"></script>' in page and "kernels.js" not in inline
+    for key, _ in notes:
+        text = files[f"{kernels_page.KERNEL_CODE_DIR}/{key}.js"]
+        head = f'(window.anKernelCode = window.anKernelCode || {{}})["{key}"] = '
+        assert text.startswith(head) and text.endswith(";\n")
+        code = json.loads(text[len(head):-2])
+        assert code.startswith('<div class="highlight"><pre><code>') and code in inline
+    block = '<div class="highlight"><pre><code>'
+    assert page.count(block) + len(notes) == inline.count(block)   # each closed one's code left the page
+
+
 def test_a_gpu_trace_adds_its_triton_kernel_and_bandwidth(tmp_path) -> None:
     """A CUDA trace (made here from the CPU mini trace: no GPU on this machine) with bandwidth.json."""
     import json

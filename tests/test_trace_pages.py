@@ -9,7 +9,10 @@ from values_fixtures import mini_set, repo_files, repo_sources
 def test_pages_and_plots_from_the_default_trace() -> None:
     out = trace_pages(mini_set("bf16", "f32"), repo_sources(), repo_files())
     assert set(out.pages) == {INDEX, "trace/kernels.md", "trace/numerics.md", "trace/tp.md"}
-    assert set(out.files) == {NORMS_SVG, HF_SVG, "trace/norms-dark.svg", "trace/hf-diff-dark.svg"}
+    plots = {f for f in out.files if not f.startswith("trace/kernels/")}   # (and the closed kernels' code scripts)
+    assert plots == {NORMS_SVG, HF_SVG, "trace/norms-dark.svg", "trace/hf-diff-dark.svg"}
+    assert [f for f in out.files if f.startswith("trace/kernels/")] and all(f.endswith(".js") for f in out.files
+                                                                            if f.startswith("trace/kernels/"))
     index = out.pages[INDEX]
     assert '<svg class="an-flow"' in index and 'src="norms.svg"' in index and 'src="hf-diff.svg"' in index
     assert 'src="norms-dark.svg"' in index and 'src="hf-diff-dark.svg"' in index   # one rendering per scheme

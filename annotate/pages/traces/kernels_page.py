@@ -7,9 +7,13 @@ arguments and parameters read, its outputs written; shapes and dtypes from the t
 intermediates the eager body materialises instead, the fused-vs-eager distance, and — when a GPU trace
 carries ``bandwidth.json`` — the achieved bandwidth. For each Triton kernel, statement by statement:
 which kernel lines each Python statement became and which of the eager body's roundings the kernel
-keeps or drops, found by :mod:`annotate.pages.traces.kernel_flow` from the two texts.
+keeps or drops, found by :mod:`annotate.pages.traces.kernel_flow` from the two texts. On the site, the code of a
+kernel shown closed is a script of its own, loaded when the reader opens it (:func:`lazy_code`, docs/js/kernels.js).
 """
 from __future__ import annotations
+
+import hashlib
+import json
 
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -19,6 +23,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 
 from annotate.render.held import hold
+from annotate.pages.base.folds import asset_tags
 from annotate.pages.traces import kernel_flow
 from annotate.pages.base.trace_set import TraceSet, TraceView
 from annotate.pages.base.tracefmt import esc, human_bytes, nbytes, num
@@ -30,6 +35,11 @@ FUNCTIONS = ("RMSNorm.add_rms_forward", "RMSNorm.rms_forward", "SiluAndMul.forwa
 PARAMS = {"RMSNorm.add_rms_forward": ("weight γ",), "RMSNorm.rms_forward": ("weight γ",), "SiluAndMul.forward": (),
           "RotaryEmbedding.forward": ()}
 KERNELS_URI = "trace/kernels.md"
+#: where a closed kernel's code goes, one script each (docs-relative), and the page script that loads one when
+#: the reader opens it (docs/js/kernels.js). Inline, every kernel of every trace made the page 2 MB: 9 s to
+#: open on a phone here, for code that is mostly behind a closed <details>
+KERNEL_CODE_DIR = "trace/kernels"
+KERNELS_JS = "js/kernels.js"
 
 
 @dataclass
@@ -108,8 +118,11 @@ def _lexer(language: str):
         return CppLexer() if language == "cpp" else get_lexer_by_name("text")
 
 
-def render(sources: Mapping[str, SourceFile], traces: TraceSet, href: Callable[[str, int], str]) -> str:
-    """The page's Markdown (raw HTML blocks, no blank line inside any)."""
+def render(sources: Mapping[str, SourceFile], traces: TraceSet, href: Callable[[str, int], str],
+           files: dict[str, str] | None = None) -> str:
+    """The page's Markdown (raw HTML blocks, no blank line inside any). With ``files`` (site path -> text), the
+    code of each kernel shown closed goes there, one script each, loaded when the reader opens it (:func:`lazy`);
+    without, every kernel's code is inline."""
     views = [v for v in traces.views if not v.pin_moved]
     out = ["---\ntitle: 融合内核 Fused kernels\nhide:\n  - toc\n---\n", "# 融合内核 Fused kernels\n",
            "nano-vllm 用 `@torch.compile` 包住 RMSNorm、SwiGLU 的激活和旋转位置编码：编译器把函数体里一行行的张量运算"
@@ -125,12 +138,24 @@ def render(sources: Mapping[str, SourceFile], traces: TraceSet, href: Callable[[
                " Each trace's own evidence (on the CPU Inductor's graph count proves it; on CUDA it does not, and the "
                "rest has to).\n\n" + "".join(f"- **{esc(v.label)}**: {compile_evidence(v.trace)}\n" for v in views))
     for function in FUNCTIONS:
-        out.append(section(sources, views, function, href))
+        out.append(section(sources, views, function, href, files))
+    if files is not None:
+        out.append(asset_tags(KERNELS_URI, KERNELS_JS))
     return "\n".join(out)
 
 
+def lazy_code(code_html: str, files: dict[str, str]) -> str:
+    """A closed kernel's body: a note that its code loads when opened, the code itself in a script of its own
+    under :data:`KERNEL_CODE_DIR` (named by its content's hash), which docs/js/kernels.js loads and puts here."""
+    key = hashlib.sha256(code_html.encode("utf-8")).hexdigest()[:16]
+    files[f"{KERNEL_CODE_DIR}/{key}.js"] = (f"(window.anKernelCode = window.anKernelCode || {{}})[{json.dumps(key)}] = "
+                                            f"{json.dumps(code_html)};\n")
+    return (f'<p class="an-kernel-lazy" data-an-code="{key}" data-an-src="kernels/{key}.js">打开时载入（需要 JavaScript）'
+            " · loaded when opened (needs JavaScript)</p>")
+
+
 def section(sources: Mapping[str, SourceFile], views: list[TraceView], function: str,
-            href: Callable[[str, int], str]) -> str:
+            href: Callable[[str, int], str], files: dict[str, str] | None = None) -> str:
     """One compiled function: traffic table per trace, body beside kernels, fused-vs-eager, bandwidth."""
     base = next((v for v in views if v.trace.function(function)), None)
     if base is None:
@@ -143,7 +168,7 @@ def section(sources: Mapping[str, SourceFile], views: list[TraceView], function:
         parts.append(f'<p class="an-kernel-src"><a href="{esc(href(info["file"], a))}">{esc(info["file"])}:{a}–{b}</a></p>')
     parts.append(_traffic_table(views, function))
     left = _code(src[0], PythonLexer(), src[1]) if src else ""
-    right = "".join(_kernels(v, function, opened=i == 0) for i, v in enumerate(views))
+    right = "".join(_kernels(v, function, opened=i == 0, files=files) for i, v in enumerate(views))
     # kept out of the search index: the body is on its source page already, and generated kernels are
     # long and never what a reader searches for. Material's search skips a data-search-exclude element
     # only until the first closing tag of the same name, so the marker sits on a <figure>, which
@@ -319,8 +344,9 @@ def _traffic_table(views: list[TraceView], function: str) -> str:
     return f'<ul class="an-traffic">{"".join(items)}</ul>' if items else ""
 
 
-def _kernels(view: TraceView, function: str, opened: bool = True) -> str:
-    """The kernels of the first module compiled in this run (others: how many, collapsed), then the whole module."""
+def _kernels(view: TraceView, function: str, opened: bool = True, files: dict[str, str] | None = None) -> str:
+    """The kernels of the first module compiled in this run (others: how many, collapsed), then the whole module.
+    With ``files``, the code of each one shown closed is loaded when opened (:func:`lazy_code`)."""
     mods = [k for k in view.trace.kernels_for(function) if k.get("this_run", True)] or view.trace.kernels_for(function)
     if not mods:
         return f"<p>{esc(view.label)}: 没有捕获到内核 — no kernel captured.</p>"
@@ -330,11 +356,14 @@ def _kernels(view: TraceView, function: str, opened: bool = True) -> str:
         for k in mod["kernels"]:
             lang = {"cpp": "Inductor C++", "triton": "Triton"}.get(k["language"], k["language"])
             note = "" if i == 0 else f" (compile {mod.get('compile_index')}: another input shape or stride)"
+            code = _code(k["source"], _lexer(k["language"]), 1)
+            body = lazy_code(code, files) if files is not None and not attr else code
             out.append(f'<details class="an-kernel"{attr}><summary><b>{esc(view.label)}</b> · {esc(lang)} · '
-                       f'<code>{esc(k["name"])}</code>{esc(note)}</summary>{_code(k["source"], _lexer(k["language"]), 1)}'
-                       '</details>')
+                       f'<code>{esc(k["name"])}</code>{esc(note)}</summary>{body}</details>')
+        whole = _code(mod["code"], PythonLexer())
         out.append(f'<details class="an-kernel"><summary>{esc(view.label)} · Inductor 生成的整个模块 the whole '
-                   f'generated module ({num(len(mod["code"]))} chars)</summary>{_code(mod["code"], PythonLexer())}</details>')
+                   f'generated module ({num(len(mod["code"]))} chars)</summary>'
+                   f'{lazy_code(whole, files) if files is not None else whole}</details>')
     return "".join(out)
 
 

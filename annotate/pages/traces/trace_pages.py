@@ -26,7 +26,7 @@ HF_SVG = "trace/hf-diff.svg"
 
 @dataclass
 class TracePages:
-    """Markdown pages and SVG files, both keyed by docs-relative URI."""
+    """Markdown pages and other files (the plots, the kernels page's code scripts), both keyed by docs-relative URI."""
 
     pages: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
@@ -54,7 +54,9 @@ def trace_pages(traces: TraceSet, sources: Mapping[str, SourceFile], files: Mapp
     out.files.update(plots.themed_files(NORMS_SVG, lambda theme: plots.norms_svg(view.trace, theme)))
     out.files.update(plots.themed_files(HF_SVG, lambda theme: plots.hf_diff_svg(view.trace, theme)))
     out.pages[INDEX] = overview(view, traces)
-    out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI))
+    # (each closed kernel's code is a file of its own, loaded when opened)
+    out.pages[kernels_page.KERNELS_URI] = kernels_page.render(sources, traces, _href(kernels_page.KERNELS_URI),
+                                                              out.files)
     out.pages[numerics_page.NUMERICS_URI] = numerics_page.render(traces, _href(numerics_page.NUMERICS_URI), files)
     out.files.update(numerics_page.plot_files(traces))
     out.pages[tp_page.TP_URI] = tp_page.render(traces, _href(tp_page.TP_URI))
