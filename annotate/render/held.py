@@ -3,7 +3,8 @@
 The generated pages (a source file's rows and note cards, the kernels page, an experiment's table) are
 mostly HTML that Markdown only passes through. To pass it through, Python-Markdown's ``md_in_html`` and
 MkDocs' scan for anchor ids each parse every tag of it: on the real project that was about a fifth of a
-whole build, for output that came out byte for byte as it went in.
+whole build, for output that came out as it went in (bar a line break Markdown puts between two top-level
+elements of one line).
 
 A generator marks such a block with :func:`hold` (two HTML comments around it: harmless wherever the
 Markdown is read without the plugin). The plugin, last in ``on_page_markdown``, swaps each held block for

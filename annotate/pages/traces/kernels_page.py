@@ -121,7 +121,7 @@ def _lexer(language: str):
 def render(sources: Mapping[str, SourceFile], traces: TraceSet, href: Callable[[str, int], str],
            files: dict[str, str] | None = None) -> str:
     """The page's Markdown (raw HTML blocks, no blank line inside any). With ``files`` (site path -> text), the
-    code of each kernel shown closed goes there, one script each, loaded when the reader opens it (:func:`lazy`);
+    code of each kernel shown closed goes there, one script each, loaded when the reader opens it (:func:`lazy_code`);
     without, every kernel's code is inline."""
     views = [v for v in traces.views if not v.pin_moved]
     out = ["---\ntitle: 融合内核 Fused kernels\nhide:\n  - toc\n---\n", "# 融合内核 Fused kernels\n",
