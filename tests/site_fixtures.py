@@ -38,6 +38,7 @@ def seed_claims(root: Path) -> None:
     """Put the claims of `root`'s inputs into its cache: from :data:`CLAIMS_STORE`, else computed there first
     (under a lock: parallel workers compute a key once). An edit made after this changes the key, and that
     build computes its own, as the tool does."""
+    from annotate.atomic import atomic_write_bytes
     from annotate.lesson import cache
     from once import locked
 
@@ -48,9 +49,7 @@ def seed_claims(root: Path) -> None:
     with locked(CLAIMS_STORE / "store.lock"):
         if cache.read_cached(stored) is None:
             cache.load_claims(root)
-            staged = stored.with_name(f".{name}.{os.getpid()}")
-            shutil.copy2(cache.cache_path(root, key), staged)
-            os.replace(staged, stored)
+            atomic_write_bytes(stored, cache.cache_path(root, key).read_bytes())
             for old in sorted(CLAIMS_STORE.glob("claims-*.json"), key=lambda f: f.stat().st_mtime)[:-CLAIMS_KEPT]:
                 old.unlink(missing_ok=True)
     target = cache.cache_path(root, key)

@@ -23,6 +23,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, get_lexer_by_name
 
 from annotate.render.held import hold
+from annotate.links import relative
 from annotate.pages.base.folds import asset_tags
 from annotate.pages.traces import kernel_flow
 from annotate.pages.base.trace_set import TraceSet, TraceView
@@ -148,10 +149,10 @@ def lazy_code(code_html: str, files: dict[str, str]) -> str:
     """A closed kernel's body: a note that its code loads when opened, the code itself in a script of its own
     under :data:`KERNEL_CODE_DIR` (named by its content's hash), which docs/js/kernels.js loads and puts here."""
     key = hashlib.sha256(code_html.encode("utf-8")).hexdigest()[:16]
-    files[f"{KERNEL_CODE_DIR}/{key}.js"] = (f"(window.anKernelCode = window.anKernelCode || {{}})[{json.dumps(key)}] = "
-                                            f"{json.dumps(code_html)};\n")
-    return (f'<p class="an-kernel-lazy" data-an-code="{key}" data-an-src="kernels/{key}.js">打开时载入（需要 JavaScript）'
-            " · loaded when opened (needs JavaScript)</p>")
+    path = f"{KERNEL_CODE_DIR}/{key}.js"
+    files[path] = f"(window.anKernelCode = window.anKernelCode || {{}})[{json.dumps(key)}] = {json.dumps(code_html)};\n"
+    return (f'<p class="an-kernel-lazy" data-an-code="{key}" data-an-src="{relative(KERNELS_URI, path)}">'
+            "打开时载入（需要 JavaScript） · loaded when opened (needs JavaScript)</p>")
 
 
 def section(sources: Mapping[str, SourceFile], views: list[TraceView], function: str,
