@@ -6,6 +6,10 @@ Run: .venv/bin/python bench/bench_site.py [--runs N]
 --held (issue 37): strict builds with the generated pages' big HTML held back from Markdown and passed through it,
 interleaved in one run; rows to bench/results/site-held.json.
 
+--plots (issue 37): strict builds in one process, interleaved, with the plots drawn before remembered (a
+rebuild: what `annotate serve` does after an edit; annotate/pages/base/plots.py `drawn_once`) and forgotten before each
+build (every plot drawn again, as before); rows to bench/results/site-plots.json.
+
 --make-site (issue 24): times every `--if-stale` step of `make site` (the Makefile's trace and
 experiment commands, each in a fresh process, and whether it imported torch), then `make site` twice
 in a row; the first run is a full one when the traces were stale (after a change under
@@ -33,6 +37,7 @@ from annotate.render.katex import Katex
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "site.json"
 HELD_RESULTS = ROOT / "bench" / "results" / "site-held.json"
+PLOTS_RESULTS = ROOT / "bench" / "results" / "site-plots.json"
 _PROBE = ("import sys, time; from annotate.cli import main; rc = main(sys.argv[1:]); "
           "print('torch' in sys.modules); sys.exit(rc)")
 THREE = ["nanovllm/layers/layernorm.py", "nanovllm/layers/activation.py", "nanovllm/models/qwen3.py"]
@@ -169,13 +174,42 @@ def held_rows(runs: int) -> list[dict]:
     return rows
 
 
+def plots_rows(runs: int) -> list[dict]:
+    """Full strict builds of this project in one process, interleaved: the plots remembered from the build
+    before (`plots.drawn_once`) and forgotten before each build; medians and the per-round ratio."""
+    from annotate.pages.base import plots
+
+    out: dict[str, list[float]] = {"remembered": [], "drawn again": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        build_site(ROOT, Path(tmp) / "warm", strict=True)   # imports, KaTeX's process, caches; plots drawn
+        for i in range(runs):
+            for mode in ("remembered", "drawn again") if i % 2 == 0 else ("drawn again", "remembered"):
+                if mode == "drawn again":
+                    plots._DRAWN.clear()
+                target = Path(tmp) / f"site-{i}-{mode.replace(' ', '-')}"
+                out[mode].append(timed(lambda target=target: build_site(ROOT, target, strict=True)))
+    rows: list[dict] = [{"step": f"strict build, plots {mode}", "seconds": round(statistics.median(got), 2)}
+                        for mode, got in out.items()]
+    ratios = [r / d for r, d in zip(out["remembered"], out["drawn again"])]
+    rows.append({"step": "strict build: plots remembered / drawn again", "ratio": round(statistics.median(ratios), 3)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--make-site", action="store_true", help="time the --if-stale steps and `make site` (issue 24)")
     parser.add_argument("--held", action="store_true",
                         help="strict builds with the generated HTML held back from Markdown and passed through it")
+    parser.add_argument("--plots", action="store_true",
+                        help="strict builds with the plots of the build before remembered and drawn again")
     args = parser.parse_args()
+    if args.plots:
+        rows = plots_rows(args.runs)
+        for r in rows:
+            print(r)
+        PLOTS_RESULTS.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return
     if args.make_site:
         make_site_main(2)
         return

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import re
 
-from annotate.pages.base.plots import DARK, LIGHT, figure_html, hf_diff_svg, norms_svg, series
+import pytest
+
+from annotate.pages.base import plots
+from annotate.pages.base.plots import DARK, LIGHT, drawn_once, figure_html, hf_diff_svg, norms_svg, series
 from values_fixtures import mini
 
 
@@ -23,11 +26,34 @@ def test_series_follow_the_flow_identities() -> None:
 def test_svgs_are_deterministic_and_self_contained() -> None:
     trace = mini()
     for make in (norms_svg, hf_diff_svg):
-        a, b = make(trace), make(trace)
+        a = make(trace)
+        plots._DRAWN.clear()   # drawn again, not remembered
+        b = make(trace)
         assert a == b and a.startswith("<svg")
         assert "<text" not in a and "@font-face" not in a and "<metadata" not in a
         assert not re.search(r'(href="|url\()(https?:)?//', a)
 
+
+def test_a_plot_is_drawn_once_per_process_for_the_same_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`drawn_once` remembers an SVG by (plot, numbers, colours): the same numbers are not drawn again and give
+    the same text as a fresh drawing; other numbers or the other scheme are drawn; the oldest goes first."""
+    trace = mini()
+    monkeypatch.setattr(plots, "_DRAWN", {})
+    calls: list[str] = []
+    real = plots._svg
+    monkeypatch.setattr(plots, "_svg", lambda fig: calls.append("drawn") or real(fig))
+    first = norms_svg(trace)
+    assert norms_svg(trace) == first and len(calls) == 1
+    norms_svg(trace, DARK)
+    assert len(calls) == 2
+    plots._DRAWN.clear()
+    assert norms_svg(trace) == first and len(calls) == 3
+    assert drawn_once("t", [1.0], LIGHT, lambda d, t: "a") == "a"
+    assert drawn_once("t", [1.0], LIGHT, lambda d, t: "b") == "a"          # remembered by its numbers
+    assert drawn_once("t", [2.0], LIGHT, lambda d, t: "c") == "c"          # other numbers: drawn
+    monkeypatch.setattr(plots, "DRAWN_KEPT", 2)
+    drawn_once("t", [3.0], LIGHT, lambda d, t: "d")
+    assert len(plots._DRAWN) == 2 and drawn_once("t", [1.0], LIGHT, lambda d, t: "e") == "e"   # the oldest went
 
 
 def _luminance(hex_colour: str) -> float:

@@ -6,7 +6,10 @@
   normalised outputs (RMSNorm₁, RMSNorm₂): max |Δ| in ulps at the tensor's scale, and the
   element-wise max ulps (which a sign flip near zero makes huge), from the identities.
 
-Both read the data through :func:`series`, which the numerics page shares. Each plot is drawn twice, once
+Both read the data through :func:`series`, which the numerics page shares. Every plot is drawn from a small
+table of numbers alone, through :func:`drawn_once`, which draws each (plot, numbers, colours) once per process:
+an `annotate serve` rebuild, or a second build in one process, redraws only a plot whose numbers changed
+(matplotlib takes about a quarter of a second per SVG). Each plot is drawn twice, once
 per colour scheme of the site (:data:`THEMES`: dark text on the light page, light text on the dark one),
 on a transparent background; :func:`figure_html` shows the one that matches the page's scheme. Titles
 and axis names are the page's (Chinese with English beside), not drawn into the SVG, whose text is paths
@@ -14,7 +17,10 @@ in a font without Chinese.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import io
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -128,15 +134,38 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
+#: SVG text drawn in this process, by what it was drawn from (:func:`drawn_once`); the oldest goes first
+_DRAWN: dict[str, str] = {}
+DRAWN_KEPT = 64
+
+
+def drawn_once(kind: str, data: Any, theme: Theme, draw: Callable[[Any, Theme], str]) -> str:
+    """``draw(data, theme)``, drawn once per process for one (kind, data, theme). ``data`` is the
+    plot's whole input, JSON-able numbers and names: `draw` sees nothing else, so the key cannot miss
+    what changes the picture."""
+    key = hashlib.sha256(json.dumps([kind, data, dataclasses.astuple(theme)]).encode("utf-8")).hexdigest()
+    svg = _DRAWN.get(key)
+    if svg is None:
+        svg = draw(data, theme)
+        while len(_DRAWN) >= DRAWN_KEPT:
+            del _DRAWN[next(iter(_DRAWN))]
+        _DRAWN[key] = svg
+    return svg
+
+
 def norms_svg(trace: Trace, theme: Theme = LIGHT) -> str:
     """‖x‖, ‖x₁‖, ‖x₂‖ per layer (L2 norm over all tokens and channels, float32); title on the page."""
+    lines = [[[p.layer, p.norm] for p in series(trace, key)] for key, _ in NORM_KEYS]
+    return drawn_once("norms", {"layers": trace.layers(), "lines": lines}, theme, _draw_norms)
+
+
+def _draw_norms(data: dict[str, Any], theme: Theme) -> str:
     fig, ax = _figure(theme)
-    for (key, name), marker in zip(NORM_KEYS, "os^"):
-        pts = series(trace, key)
-        ax.plot([p.layer for p in pts], [p.norm for p in pts], marker=marker, label=name)
+    for (_, name), marker, pts in zip(NORM_KEYS, "os^", data["lines"]):
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=name)
     ax.set_xlabel("ℓ")
     ax.set_ylabel("‖·‖₂")
-    ax.set_xticks(trace.layers())
+    ax.set_xticks(data["layers"])
     ax.grid(alpha=0.3)
     ax.legend()
     return _svg(fig)
@@ -152,18 +181,22 @@ def norms_title(trace: Trace) -> tuple[str, str]:
 
 def hf_diff_svg(trace: Trace, theme: Theme = LIGHT) -> str:
     """nano-vllm vs HF per layer: max |Δ| in ulps at scale (left) and element-wise max ulps (right, log)."""
+    lines = [[[p.layer, p.scale_ulps, p.max_ulps] for p in series(trace, key)] for key, _ in DIFF_KEYS]
+    return drawn_once("hf-diff", {"layers": trace.layers(), "lines": lines}, theme, _draw_hf_diff)
+
+
+def _draw_hf_diff(data: dict[str, Any], theme: Theme) -> str:
     fig, (left, right) = _figure(theme, 7.2, 3.4, ncols=2)
-    for (key, name), marker in zip(DIFF_KEYS, "osD^"):
-        pts = series(trace, key)
-        xs = [p.layer for p in pts]
-        left.plot(xs, [p.scale_ulps for p in pts], marker=marker, label=name)
-        right.plot(xs, [max(p.max_ulps, 0.5) for p in pts], marker=marker, label=name)
+    for (_, name), marker, pts in zip(DIFF_KEYS, "osD^", data["lines"]):
+        xs = [p[0] for p in pts]
+        left.plot(xs, [p[1] for p in pts], marker=marker, label=name)
+        right.plot(xs, [max(p[2], 0.5) for p in pts], marker=marker, label=name)
     left.set_title("(a)", fontsize=9)
     right.set_title("(b) log", fontsize=9)
     right.set_yscale("log")
     for ax in (left, right):
         ax.set_xlabel("ℓ")
-        ax.set_xticks(trace.layers())
+        ax.set_xticks(data["layers"])
         ax.grid(alpha=0.3)
     left.set_ylabel("ulps")
     left.legend(fontsize=8)
@@ -185,13 +218,19 @@ BANDWIDTH_KINDS = (("fused", "融合内核 fused"), ("eager", "逐行函数体 e
 def bandwidth_svg(bw: dict[str, Any], theme: Theme = LIGHT) -> str:
     """Achieved bandwidth of the fused add_rms_forward, its eager body and a device copy of the same bytes
     (bars, GB/s; each labelled with its median time per call), from a GPU check's ``bandwidth.json``."""
-    fig, ax = _figure(theme, 6.4, 2.2)
     gbps, med = bw.get("bandwidth_GBps", {}), bw.get("median_s", {})
     kinds = [k for k, _ in BANDWIDTH_KINDS if k in gbps][::-1]
-    values = [float(gbps[k]) for k in kinds]
-    bars = ax.barh(kinds, values, color=[theme.lines[i % len(theme.lines)] for i in range(len(kinds))][::-1])
-    ax.bar_label(bars, labels=[f"{med[k] * 1e6:.1f} µs · {gbps[k]:.0f} GB/s" if k in med else f"{gbps[k]:.0f} GB/s"
-                               for k in kinds], padding=3, color=theme.fg)
+    bars = [[k, float(gbps[k]), float(med[k]) if k in med else None] for k in kinds]
+    return drawn_once("bandwidth", bars, theme, _draw_bandwidth)
+
+
+def _draw_bandwidth(bars: list[list[Any]], theme: Theme) -> str:
+    fig, ax = _figure(theme, 6.4, 2.2)
+    values = [v for _, v, _ in bars]
+    drawn_bars = ax.barh([k for k, _, _ in bars], values,
+                         color=[theme.lines[i % len(theme.lines)] for i in range(len(bars))][::-1])
+    ax.bar_label(drawn_bars, labels=[f"{m * 1e6:.1f} µs · {v:.0f} GB/s" if m is not None else f"{v:.0f} GB/s"
+                                     for _, v, m in bars], padding=3, color=theme.fg)
     ax.set_xlabel("GB/s")
     ax.set_xlim(0, max(values, default=1) * 1.45)
     ax.grid(alpha=0.3, axis="x")

@@ -25,7 +25,7 @@ from annotate.links import page_url
 from annotate.pages.experiments.experiment_data import PLOTTED, ExperimentComparison, ComparedRow, compare_traces
 from annotate.pages.experiments.lab_page import lab_pages
 from annotate.pages.base.folds import fold_assets, fold_table, fold_title, folded, folds
-from annotate.pages.base.plots import LIGHT, Theme, figure_html, themed_files
+from annotate.pages.base.plots import LIGHT, Theme, _figure, _svg, drawn_once, figure_html, themed_files
 from annotate.pages.base.tracefmt import esc, num, sup_label
 from annotate.pages.source.values import compare_anchor
 from annotate.project import Project
@@ -256,11 +256,12 @@ def _row(r: ComparedRow, uri: str, anchored: set[str]) -> str:
 
 def experiment_norms_svg(c: ExperimentComparison, theme: Theme = LIGHT) -> str:
     """‖residual‖ and ‖hidden_states‖ leaving each layer, baseline (solid) vs experiment (dashed)."""
-    from annotate.pages.base.plots import _figure, _svg
+    return drawn_once("experiment-norms", [[name, *c.norms[name]] for name in PLOTTED], theme, _draw_norms)
 
+
+def _draw_norms(lines: list[list[Any]], theme: Theme) -> str:
     fig, ax = _figure(theme)
-    for name, marker in zip(PLOTTED, "os"):
-        base, exp = c.norms[name]
+    for (name, base, exp), marker in zip(lines, "os"):
         xs = list(range(len(base)))
         ax.plot(xs, base, marker=marker, label=f"{name} baseline")
         ax.plot(xs, exp, marker=marker, linestyle="--", label=f"{name} experiment")
