@@ -204,21 +204,16 @@ def main() -> None:
     parser.add_argument("--plots", action="store_true",
                         help="strict builds with the plots of the build before remembered and drawn again")
     args = parser.parse_args()
-    if args.plots:
-        rows = plots_rows(args.runs)
-        for r in rows:
-            print(r)
-        PLOTS_RESULTS.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        return
     if args.make_site:
         make_site_main(2)
         return
-    if args.held:
-        rows = held_rows(args.runs)
-        for r in rows:
-            print(r)
-        HELD_RESULTS.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        return
+    for asked, rows_of, results in ((args.held, held_rows, HELD_RESULTS), (args.plots, plots_rows, PLOTS_RESULTS)):
+        if asked:
+            rows = rows_of(args.runs)
+            for r in rows:
+                print(r)
+            results.write_text(json.dumps({"rows": rows}, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            return
     snapshots = snapshot_times(args.runs)
     cold = generator_times(args.runs, fresh_katex=True)
     warm = generator_times(args.runs, fresh_katex=False)
