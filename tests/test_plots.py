@@ -26,6 +26,7 @@ def test_series_follow_the_flow_identities() -> None:
 def test_svgs_are_deterministic_and_self_contained() -> None:
     trace = mini()
     for make in (norms_svg, hf_diff_svg):
+        plots._DRAWN.clear()   # drawn here, not remembered from another test of this process
         a = make(trace)
         plots._DRAWN.clear()   # drawn again, not remembered
         b = make(trace)

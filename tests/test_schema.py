@@ -164,7 +164,8 @@ def _site_reads(folder: Path) -> None:
     trace = load_trace(folder, REPO)
     traces = TraceSet([TraceView("cpu", trace)])
     review_traces(traces, strict=True)
-    with mock.patch.object(plots, "_svg", _no_svg):
+    # a memo of its own: the stub's SVGs must not stay behind for other tests of this process (plots.drawn_once)
+    with mock.patch.object(plots, "_svg", _no_svg), mock.patch.object(plots, "_DRAWN", {}):
         trace_pages(traces, repo_sources(), repo_files())
     for provider in providers(traces, repo_files()):
         for path in trace.files():
