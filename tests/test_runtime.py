@@ -202,3 +202,28 @@ def test_check_weights_reads_every_shard(tmp_path: Path, monkeypatch: pytest.Mon
         runtime.check_weights(tmp_path / "ckpt", config, 2)
     assert f"{where[bad]}: {bad}: holds NaN" in str(exc.value)
     assert len(opened) == 3 and len(set(opened)) == 3
+
+
+def test_a_traces_weights_are_read_from_the_checkpoint_cache_above_it(tmp_path: Path) -> None:
+    """`trace_weights(meta, near)` reads the generated checkpoint from the cache entry of a folder above `near`
+    (the trace wrote it there), one tensor at a time: the same bytes as drawing them again. Without an entry it
+    draws them; with the entry's file damaged it draws them too, and gives the same bytes."""
+    config = runtime.preset_config(runtime.PRESETS["tiny"], 2, "bfloat16")
+    meta = {"model": {"kind": "preset", "config": config}, "seed": 3, "dtype": "bfloat16"}
+    drawn = runtime.random_state_dict(config, 3, torch.bfloat16)
+    near = tmp_path / "traces" / "cpu"
+    near.mkdir(parents=True)
+    assert type(runtime.trace_weights(meta, near)) is dict                     # no cache entry: drawn again
+    entry = runtime.cached_checkpoint(tmp_path, config, 3, torch.bfloat16)
+    assert entry is not None
+    weights = runtime.trace_weights(meta, near)
+    assert isinstance(weights, runtime.CachedWeights) and weights.file == entry / "model.safetensors"
+    gamma = "model.layers.1.post_attention_layernorm.weight"
+    assert torch.equal(weights[gamma], drawn[gamma]) and weights._all is None   # read alone, nothing drawn
+    assert sorted(weights) == sorted(drawn) and all(torch.equal(weights[k], drawn[k]) for k in drawn)
+    other = {**meta, "seed": 4}                                                # another checkpoint: not this entry
+    assert type(runtime.trace_weights(other, near)) is dict
+    (entry / "model.safetensors").write_bytes(b"damaged")
+    damaged = runtime.trace_weights(meta, near)
+    assert isinstance(damaged, runtime.CachedWeights) and torch.equal(damaged[gamma], drawn[gamma])
+    assert runtime.trace_weights({**meta, "model": {"kind": "checkpoint", "config": config}}, near) is None

@@ -72,7 +72,7 @@ def _gamma(trace: Any, module: str) -> Any:
     """γ of ``module``: the checkpoint's weights regenerated from the preset config and seed."""
     from annotate.trace.model.runtime import trace_weights
 
-    weights = trace_weights(trace.meta)
+    weights = trace_weights(trace.meta, trace.path)
     assert weights is not None   # pick_trace takes preset traces only
     return weights[module + ".weight"]
 

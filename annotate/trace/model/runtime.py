@@ -26,7 +26,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import torch
 
@@ -401,12 +401,59 @@ def random_state_dict(config: dict[str, Any], seed: int, dtype: torch.dtype) -> 
     return sd
 
 
-def trace_weights(meta: dict[str, Any]) -> dict[str, torch.Tensor] | None:
-    """The generated checkpoint a preset trace ran on, regenerated from the config, seed and dtype its meta
-    names (same seed → same bytes); None for a trace of a --model checkpoint (not regenerable here)."""
+def trace_weights(meta: dict[str, Any], near: Path | None = None) -> Mapping[str, torch.Tensor] | None:
+    """The generated checkpoint a preset trace ran on, by HF name; None for a trace of a --model checkpoint
+    (not regenerable here).
+
+    ``near``: a folder inside the project (the trace's own). When the generated checkpoints' cache of a
+    folder above it holds this checkpoint (the trace wrote it there), the tensors asked for are read from
+    it, one at a time (:class:`CachedWeights`); otherwise every weight is drawn again from the config, seed
+    and dtype the meta names (same seed → same bytes): ~2 s for the 0.6B shape at 4 layers."""
     if meta["model"].get("kind") != "preset":
         return None
-    return random_state_dict(meta["model"]["config"], int(meta["seed"]), getattr(torch, meta["dtype"]))
+    config, seed, dtype = meta["model"]["config"], int(meta["seed"]), getattr(torch, meta["dtype"])
+    if near is not None:
+        key = checkpoint_key(config, seed, dtype)
+        for folder in (near, *near.parents):
+            entry = folder / CHECKPOINT_CACHE / key
+            if _complete(entry, config):
+                return CachedWeights(entry / "model.safetensors", lambda: random_state_dict(config, seed, dtype))
+    return random_state_dict(config, seed, dtype)
+
+
+class CachedWeights(Mapping[str, torch.Tensor]):
+    """A generated checkpoint's weights read from its cache entry, each when first asked for. A file that
+    cannot be read (damaged since it was written) gives way to `regenerate`, the same bytes drawn again."""
+
+    def __init__(self, file: Path, regenerate: Callable[[], dict[str, torch.Tensor]]) -> None:
+        self.file = file
+        self._regenerate = regenerate
+        self._all: dict[str, torch.Tensor] | None = None
+        self._read: dict[str, torch.Tensor] = {}
+
+    def _whole(self) -> dict[str, torch.Tensor]:
+        if self._all is None:
+            self._all = self._regenerate()
+        return self._all
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if self._all is not None:
+            return self._all[name]
+        if name not in self._read:
+            from safetensors import SafetensorError, safe_open
+
+            try:
+                with safe_open(str(self.file), "pt", "cpu") as handle:
+                    self._read[name] = handle.get_tensor(name)
+            except (SafetensorError, OSError, ValueError):
+                return self._whole()[name]
+        return self._read[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._whole())
+
+    def __len__(self) -> int:
+        return len(self._whole())
 
 
 def _embedding(vocab: int, hidden: int, g: torch.Generator) -> torch.Tensor:
