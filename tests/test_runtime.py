@@ -220,6 +220,8 @@ def test_a_traces_weights_are_read_from_the_checkpoint_cache_above_it(tmp_path: 
     assert isinstance(weights, runtime.CachedWeights) and weights.file == entry / "model.safetensors"
     gamma = "model.layers.1.post_attention_layernorm.weight"
     assert torch.equal(weights[gamma], drawn[gamma]) and weights._all is None   # read alone, nothing drawn
+    assert weights and len(weights) == len(drawn) and weights.get("no.such.weight") is None
+    assert weights._all is None   # its names come from the file's header: still nothing drawn
     assert sorted(weights) == sorted(drawn) and all(torch.equal(weights[k], drawn[k]) for k in drawn)
     other = {**meta, "seed": 4}                                                # another checkpoint: not this entry
     assert type(runtime.trace_weights(other, near)) is dict

@@ -422,38 +422,53 @@ def trace_weights(meta: dict[str, Any], near: Path | None = None) -> Mapping[str
 
 
 class CachedWeights(Mapping[str, torch.Tensor]):
-    """A generated checkpoint's weights read from its cache entry, each when first asked for. A file that
-    cannot be read (damaged since it was written) gives way to `regenerate`, the same bytes drawn again."""
+    """A generated checkpoint's weights read from its cache entry: the names from the file's header, each
+    tensor when first asked for. A file that cannot be read (damaged since it was written) gives way to
+    `regenerate`, the same bytes drawn again."""
 
     def __init__(self, file: Path, regenerate: Callable[[], dict[str, torch.Tensor]]) -> None:
         self.file = file
         self._regenerate = regenerate
         self._all: dict[str, torch.Tensor] | None = None
         self._read: dict[str, torch.Tensor] = {}
+        self._names: list[str] | None = None
 
-    def _whole(self) -> dict[str, torch.Tensor]:
-        if self._all is None:
+    def _open(self, read: Callable[[Any], Any]) -> Any:
+        """`read(handle)` on the file, or None when it cannot be read (then every weight is drawn again)."""
+        from safetensors import SafetensorError, safe_open
+
+        try:
+            with safe_open(str(self.file), "pt", "cpu") as handle:
+                return read(handle)
+        except (SafetensorError, OSError, ValueError):
             self._all = self._regenerate()
-        return self._all
+            return None
+
+    def names(self) -> list[str]:
+        """The weights' names (read from the file's header only)."""
+        if self._all is not None:
+            return list(self._all)
+        if self._names is None:
+            found = self._open(lambda handle: list(handle.keys()))
+            if found is None:
+                return list(self._all or {})
+            self._names = found
+        return self._names
 
     def __getitem__(self, name: str) -> torch.Tensor:
+        if self._all is None and name not in self._read and name in self.names():
+            got = self._open(lambda handle: handle.get_tensor(name))
+            if got is not None:
+                self._read[name] = got
         if self._all is not None:
             return self._all[name]
-        if name not in self._read:
-            from safetensors import SafetensorError, safe_open
-
-            try:
-                with safe_open(str(self.file), "pt", "cpu") as handle:
-                    self._read[name] = handle.get_tensor(name)
-            except (SafetensorError, OSError, ValueError):
-                return self._whole()[name]
-        return self._read[name]
+        return self._read[name]   # (KeyError for a name the checkpoint does not hold)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._whole())
+        return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._whole())
+        return len(self.names())
 
 
 def _embedding(vocab: int, hidden: int, g: torch.Generator) -> torch.Tensor:
