@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Mapping
 
 import pytest
 
@@ -77,17 +78,22 @@ def copy_project(dest: Path, seed: bool = True) -> Path:
     return dest
 
 
-def copy_project_with_trace(dest: Path, *trace_dirs: Path, name: str | None = None) -> Path:
+def copy_project_with_trace(dest: Path, *trace_dirs: Path, name: str | None = None,
+                            named: Mapping[str, Path] | None = None) -> Path:
     """:func:`copy_project` whose traces/ holds the given recorded traces (e.g. the session's tiny one).
 
     Each lands as ``traces/<its folder name>``; ``name`` renames a single trace (the tiny session trace
-    is recorded elsewhere but read as ``traces/cpu`` by some tests).
+    is recorded elsewhere but read as ``traces/cpu`` by some tests); ``named`` adds more, each under its key
+    (``{"cpu-float32": f32_trace}``). Every trace is in place before the lesson's claims are seeded (they are
+    keyed by the traces): a trace copied in afterwards made the first build compute them again (~7 s).
     """
     if name is not None and len(trace_dirs) != 1:
         raise ValueError("copy_project_with_trace: name= renames exactly one trace")
     root = copy_project(dest, seed=False)
     for trace_dir in trace_dirs:
         shutil.copytree(trace_dir, root / "traces" / (name or trace_dir.name))
+    for key, trace_dir in (named or {}).items():
+        shutil.copytree(trace_dir, root / "traces" / key)
     seed_claims(root)   # keyed by the traces too
     return root
 

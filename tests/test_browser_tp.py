@@ -21,13 +21,11 @@ KEY = "cpu-tp2"
 @pytest.fixture(scope="module")
 def tp_site(tiny_trace_tp2, tiny_trace, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The TP trace and a one-rank trace beside it (`cpu`): the rank switch must follow the page's trace."""
-    import shutil
-
     from annotate.cli.site import build_site
     from site_fixtures import copy_project_with_trace
 
-    root = copy_project_with_trace(tmp_path_factory.mktemp("tp") / "project", tiny_trace_tp2.out, name=KEY)
-    shutil.copytree(tiny_trace.out, root / "traces" / "cpu")
+    root = copy_project_with_trace(tmp_path_factory.mktemp("tp") / "project", tiny_trace_tp2.out, name=KEY,
+                                   named={"cpu": tiny_trace.out})
     build_site(root, root / "site", strict=True)
     return root / "site"
 

@@ -87,10 +87,10 @@ def traced_project(tmp_path_factory: pytest.TempPathFactory, request: pytest.Fix
         if any(p.name == "cpu" for p in found):
             copy_project_with_trace(dest, *found)
             return
-        root = copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu")
-        shutil.copytree(request.getfixturevalue("tiny_trace_f32").out, root / "traces" / "cpu-float32")
-        for committed in found:   # the committed device traces (traces/cuda…): a clean clone has them, not traces/cpu
-            shutil.copytree(committed, root / "traces" / committed.name)
+        # beside the committed device traces (traces/cuda…): a clean clone has them, not traces/cpu
+        copy_project_with_trace(dest, request.getfixturevalue("tiny_trace").out, name="cpu",
+                                named={"cpu-float32": request.getfixturevalue("tiny_trace_f32").out,
+                                       **{committed.name: committed for committed in found}})
 
     return once(tmp_path_factory, "traced-project", make) / "project"
 
