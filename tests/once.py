@@ -20,6 +20,23 @@ from typing import Callable, Iterator
 
 import pytest
 
+#: the environment variable that moves :func:`machine_cache`
+MACHINE_CACHE_ENV = "ANNOTATE_TEST_CACHE"
+
+
+def machine_cache(name: str) -> Path:
+    """``name``'s folder in the cache the suite keeps on this machine, across runs and across checkouts.
+
+    Only what is keyed by everything it was made from lives there (the lesson claims by their content key,
+    the GPU rehearsal's image venv by its package versions), so a checkout of other code or inputs never
+    reads another's: it makes its own beside it. A fresh clone then does not rebuild a 2 GB venv and
+    recompute every claim its first run needs, as a second clone of any project reuses pip's and npm's
+    caches. ``$ANNOTATE_TEST_CACHE`` (else ``$XDG_CACHE_HOME/annotate-tests``, else ``~/.cache/annotate-tests``);
+    deleting it costs only time."""
+    given = os.environ.get(MACHINE_CACHE_ENV)
+    base = Path(given) if given else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotate-tests"
+    return base / name
+
 
 def shared_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The temp folder every worker of this run shares (the worker's own base folder's parent under xdist)."""

@@ -14,7 +14,7 @@ import pytest
 
 from annotate.cli.site import build_site
 from annotate.vendoring import vendors
-from once import once
+from once import machine_cache, once
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "test-artifacts"
@@ -29,10 +29,11 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 #: the lesson's claims (annotate/lesson/cache.py) of the scratch projects, by cache key. The key covers the vendored
 #: files, the claim code and the traces: a scratch copy without traces (or with the session's tiny one) has the same
 #: key in every test, and this checkout's own claims (made with its traces) never match it, so every build of a
-#: fresh copy computed them again in a child process (~8 s, dozens of builds a run). Kept like the other caches
-#: under .cache/ (the newest few), content-addressed, so a key is computed once per checkout and code version.
-CLAIMS_STORE = REPO / ".cache" / "test-claims"
-CLAIMS_KEPT = 8
+#: fresh copy computed them again in a child process (~7 s, dozens of builds a run). Content-addressed, so kept in
+#: the machine's test cache (tests/once.py): a key is computed once per code version and inputs, whichever checkout
+#: asks first (a fresh clone's first run used to compute every one of them again).
+CLAIMS_STORE = machine_cache("claims")
+CLAIMS_KEPT = 24
 
 
 def seed_claims(root: Path) -> None:

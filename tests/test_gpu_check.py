@@ -7,7 +7,7 @@ interpreter, with torch 2.13.0 (CPU; this venv's own files, hard-linked, when it
 triton 3.6, transformers 5.17.0, tokenizers 0.23.2,
 huggingface-hub 1.33.0, numpy, safetensors, xxhash, pyyaml, requests, regex, tqdm and pytest
 installed into it (each is in the image), and no
-tree-sitter (cached under .cache/gpu-rehearsal/, keyed by those versions). Then the exact GPU
+tree-sitter (cached in the machine's test cache, tests/once.py, keyed by those versions). Then the exact GPU
 command runs with GPU_CHECK_REHEARSE=1 (device cpu; every install and PYTHONPATH line the same),
 carrying the cp311 builds of the ten wheels of scripts/gpu-wheels.txt. The script of commit
 16d644e is run against the same layout and must fail.
@@ -27,12 +27,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, _need_vendor
+from once import locked, machine_cache
 
 #: what the image holds that matters here (KINDS.md, 2026-11); torch is this project's CPU pin
 IMAGE_PACKAGES = ("torch==2.13.0", "triton==3.6.0", "transformers==5.17.0", "tokenizers==0.23.2",
                   "huggingface-hub==1.33.0", "numpy", "safetensors", "xxhash", "pyyaml", "requests", "regex",
                   "tqdm", "pytest")
-CACHE = ROOT / ".cache" / "gpu-rehearsal"
+#: the image venv (keyed by its package versions) and the carried wheels: in the machine's test cache (tests/once.py),
+#: so a fresh clone does not build another 2 GB venv (~30 s) for the same versions
+CACHE = machine_cache("gpu-rehearsal")
 OLD_SCRIPT_COMMIT = "16d644e"
 PYVER = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -64,8 +67,15 @@ def image_python() -> Path:
     key = hashlib.sha256(" ".join(IMAGE_PACKAGES).encode()).hexdigest()[:12]
     env = CACHE / f"image-py{PYVER}-{key}"
     py = env / "bin" / "python"
-    if (env / ".complete").is_file():
-        return py
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with locked(CACHE / "image.lock"):   # another checkout's run may be making it on this machine
+        if not (env / ".complete").is_file():
+            _make_image(env)
+    return py
+
+
+def _make_image(env: Path) -> None:
+    """Build the image venv `env` (see :func:`image_python`), marked complete last."""
     wheels = CACHE / "image-wheels"
     got = _run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--dest", str(wheels),
                 *IMAGE_PACKAGES])
@@ -78,11 +88,10 @@ def image_python() -> Path:
     _link_torch(env)   # pip then finds it installed, and installs only what it lacks
     # --no-compile: byte-compiling every module of transformers, sympy and triton was 28 of the 38 s this install
     # took; the few modules a rehearsal imports are compiled when first imported, as anywhere
-    inst = _run([str(py), "-m", "pip", "install", "--quiet", "--no-compile", "--no-index", "--find-links", str(wheels),
-                 *IMAGE_PACKAGES])
+    inst = _run([str(env / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", "--no-index",
+                 "--find-links", str(wheels), *IMAGE_PACKAGES])
     assert inst.returncode == 0, inst.stderr[-2000:]
     (env / ".complete").write_text("\n".join(IMAGE_PACKAGES) + "\n", encoding="utf-8")
-    return py
 
 
 def _link_torch(env: Path) -> None:
@@ -107,15 +116,17 @@ def _link_torch(env: Path) -> None:
 
 def carried_wheels() -> Path:
     """The ten wheels of scripts/gpu-wheels.txt for this Python (the GPU run carries the cp312 ones)."""
-    dest = CACHE / f"carried-py{PYVER}"
     listed = [ln for ln in (ROOT / "scripts" / "gpu-wheels.txt").read_text(encoding="utf-8").splitlines()
               if ln.strip() and not ln.lstrip().startswith("#")]
-    if len(list(dest.glob("*.whl"))) != len(listed):
-        subprocess.run(["rm", "-rf", str(dest)], check=True)
-        got = _run(["bash", str(ROOT / "scripts" / "gpu-wheels.sh"), str(dest), PYVER],
-                   cwd=ROOT, env=dict(os.environ, PYTHON=sys.executable))
-        if got.returncode != 0:
-            pytest.skip(f"cannot download the carried wheels: {got.stderr.strip().splitlines()[-1:]}")
+    # keyed by the pins: a checkout that pins other versions gets its own folder, never these wheels
+    dest = CACHE / f"carried-py{PYVER}-{hashlib.sha256(chr(10).join(listed).encode()).hexdigest()[:12]}"
+    with locked(CACHE / "carried.lock"):
+        if len(list(dest.glob("*.whl"))) != len(listed):
+            subprocess.run(["rm", "-rf", str(dest)], check=True)
+            got = _run(["bash", str(ROOT / "scripts" / "gpu-wheels.sh"), str(dest), PYVER],
+                       cwd=ROOT, env=dict(os.environ, PYTHON=sys.executable))
+            if got.returncode != 0:
+                pytest.skip(f"cannot download the carried wheels: {got.stderr.strip().splitlines()[-1:]}")
     return dest
 
 
