@@ -22,6 +22,7 @@ from typing import Any
 
 from annotate.atomic import atomic_write_text
 from annotate.errors import UserError
+from annotate.lesson import forked
 from annotate.project import Project
 from annotate.vendoring.lock import VENDOR_DIR
 
@@ -97,25 +98,39 @@ def read_cached(path: Path) -> dict[str, Any] | None:
 
 
 def run_child(root: Path) -> dict[str, Any]:
-    """Run :mod:`annotate.lesson.compute` in a fresh interpreter and return its JSON."""
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    """Run :mod:`annotate.lesson.compute` for `root` outside this process and return its JSON: in a child of
+    the claims' fork server (`forked.py`: torch and transformers already imported, ~1 s after a process's
+    first), else in a fresh interpreter."""
     with tempfile.TemporaryDirectory(prefix="annotate-claims-") as tmp:
-        out = Path(tmp) / "claims.json"
-        cmd = [sys.executable, "-m", "annotate.lesson.compute", str(root.resolve()), str(out)]
-        try:
-            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        out, log = Path(tmp) / "claims.json", Path(tmp) / "claims.log"
+        rc = forked.compute_in_child(root.resolve(), out, log, TIMEOUT_S) if forked.available() else \
+            _fresh_interpreter(root, out, log)
+        if rc is None:
             raise UserError(f"{root / VENDOR_PACKAGE}: computing the lesson's claims took over {TIMEOUT_S} s; "
-                            "run `python -m annotate.lesson.compute . out.json` to see why") from None
-        if proc.returncode != 0 or not out.is_file():
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                            "run `python -m annotate.lesson.compute . out.json` to see why")
+        if rc != 0 or not out.is_file():
+            said = log.read_text(encoding="utf-8", errors="replace").strip().splitlines() if log.is_file() else []
+            tail = (said or ["no output"])[-1]
             raise UserError(f"{root / VENDOR_PACKAGE}: computing the lesson's claims failed ({tail}); "
                             "run `python -m annotate.lesson.compute . out.json` to see the traceback")
         data = json.loads(out.read_text(encoding="utf-8"))
     data["format"] = CLAIMS_FORMAT
     return data
+
+
+def _fresh_interpreter(root: Path, out: Path, log: Path) -> int | None:
+    """`python -m annotate.lesson.compute ROOT OUT` in a fresh interpreter, its output in `log`; its exit code,
+    or None when it ran past TIMEOUT_S."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-m", "annotate.lesson.compute", str(root.resolve()), str(out)]
+    with log.open("w", encoding="utf-8") as sink:
+        try:
+            return subprocess.run(cmd, cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                  timeout=TIMEOUT_S).returncode
+        except subprocess.TimeoutExpired:
+            return None
 
 
 def load_claims(root: Path) -> tuple[str, dict[str, Any]]:

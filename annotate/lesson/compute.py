@@ -5,7 +5,9 @@
 Run in its own process so that (1) the build process never imports torch, (2) each project root
 gets a clean ``nanovllm`` import (no stale ``sys.modules`` entries from another root), and (3)
 ``torch.compile`` is off from the start: the vendored ``@torch.compile`` methods then run their
-own bodies eagerly (still the vendored code, without ~20 s of compilation).
+own bodies eagerly (still the vendored code, without ~20 s of compilation). The build runs it in a
+child forked from a server that has only torch and transformers imported (`forked.py`), else as
+this command in a fresh interpreter; both give the same JSON (tests/test_forked.py).
 """
 from __future__ import annotations
 
