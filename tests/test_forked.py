@@ -131,3 +131,23 @@ def test_ctrl_c_while_a_child_computes_ends_the_child_and_the_server(tmp_path: P
     while (alive(server) or any(alive(p) for p in child)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not alive(server) and not any(alive(p) for p in child)
+
+
+def test_a_forked_copy_of_the_client_leaves_its_parents_server_alone() -> None:
+    """A copy of a client made by fork shares the pipes to its parent's server: it starts a server of its own,
+    and ending its server never ends the parent's."""
+    first = forked._running_server()
+    first.owner = os.getpid() + 1   # what the copy sees: a server some other process owns
+    second = None
+    try:
+        second = forked._running_server()
+        assert second.proc.pid != first.proc.pid
+        forked._server = first
+        forked.stop_server()        # the copy's exit: the parent's server is forgotten, not stopped
+        assert first.proc.poll() is None and alive(first.proc.pid)
+    finally:
+        for server in (first, second):
+            if server is not None:
+                server.owner = os.getpid()
+                forked._server = server
+                forked.stop_server()

@@ -46,6 +46,7 @@ class _Server:
 
     proc: subprocess.Popen[bytes]
     pending: bytes = field(default=b"")
+    owner: int = field(default_factory=os.getpid)   # a process forked from the owner starts its own
 
 
 _server: _Server | None = None
@@ -85,7 +86,7 @@ def stop_server() -> None:
     """End this process's server, if one runs (at exit; after a failed or interrupted request)."""
     global _server
     server, _server = _server, None
-    if server is None:
+    if server is None or server.owner != os.getpid():   # (a forked copy leaves its parent's server alone)
         return
     proc = server.proc
     if proc.stdin is not None:
@@ -105,7 +106,7 @@ def stop_server() -> None:
 def _running_server() -> _Server:
     """This process's server, started (and waited for) on first use, or again after it ended."""
     global _server
-    if _server is not None and _server.proc.poll() is None:
+    if _server is not None and _server.owner == os.getpid() and _server.proc.poll() is None:
         return _server
     stop_server()
     package_parent = str(Path(__file__).resolve().parents[2])
