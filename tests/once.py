@@ -27,9 +27,9 @@ MACHINE_CACHE_ENV = "ANNOTATE_TEST_CACHE"
 def machine_cache(name: str) -> Path:
     """``name``'s folder in the cache the suite keeps on this machine, across runs and across checkouts.
 
-    Only what is keyed by everything it was made from lives there (the lesson claims by their content key,
-    the GPU rehearsal's image venv by its package versions), so a checkout of other code or inputs never
-    reads another's: it makes its own beside it. A fresh clone then does not rebuild a 2 GB venv and
+    Only what is keyed by everything it was made from lives there (Inductor's compiled code by its own keys,
+    the lesson claims by their content key, the GPU rehearsal's image venv by its package versions), so a
+    checkout of other code or inputs never reads another's: it makes its own beside it. A fresh clone then does not rebuild a 2 GB venv and
     recompute every claim its first run needs, as a second clone of any project reuses pip's and npm's
     caches. ``$ANNOTATE_TEST_CACHE`` (else ``$XDG_CACHE_HOME/annotate-tests``, else ``~/.cache/annotate-tests``);
     deleting it costs only time."""
