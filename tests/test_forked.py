@@ -151,3 +151,18 @@ def test_a_forked_copy_of_the_client_leaves_its_parents_server_alone() -> None:
                 server.owner = os.getpid()
                 forked._server = server
                 forked.stop_server()
+
+
+def test_a_server_that_fails_gives_way_to_a_fresh_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server gone mid-request (here: a process that already ended, so writing the request breaks the pipe) is
+    stopped, and the claims come from a fresh interpreter instead: the same JSON, no traceback."""
+    dead = subprocess.Popen(["true"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    dead.wait()
+    monkeypatch.setattr(forked, "_running_server", lambda: forked._Server(dead))
+    root = scratch(tmp_path)
+    got = cache.run_child(root)
+    monkeypatch.undo()
+    for pipe in (dead.stdin, dead.stdout):
+        if pipe is not None:
+            pipe.close()
+    assert got == {**computed(root, tmp_path / "fresh", fresh=True)[1], "format": cache.CLAIMS_FORMAT}

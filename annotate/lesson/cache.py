@@ -103,8 +103,7 @@ def run_child(root: Path) -> dict[str, Any]:
     first), else in a fresh interpreter."""
     with tempfile.TemporaryDirectory(prefix="annotate-claims-") as tmp:
         out, log = Path(tmp) / "claims.json", Path(tmp) / "claims.log"
-        rc = forked.compute_in_child(root.resolve(), out, log, TIMEOUT_S) if forked.available() else \
-            _fresh_interpreter(root, out, log)
+        rc = _forked_or_fresh(root, out, log)
         if rc is None:
             raise UserError(f"{root / VENDOR_PACKAGE}: computing the lesson's claims took over {TIMEOUT_S} s; "
                             "run `python -m annotate.lesson.compute . out.json` to see why")
@@ -116,6 +115,17 @@ def run_child(root: Path) -> dict[str, Any]:
         data = json.loads(out.read_text(encoding="utf-8"))
     data["format"] = CLAIMS_FORMAT
     return data
+
+
+def _forked_or_fresh(root: Path, out: Path, log: Path) -> int | None:
+    """The computation's exit code (None: past TIMEOUT_S) in a forked child, or in a fresh interpreter where the
+    platform cannot fork or the server failed (it is stopped; the next computation starts another)."""
+    if forked.available():
+        try:
+            return forked.compute_in_child(root.resolve(), out, log, TIMEOUT_S)
+        except (OSError, RuntimeError, ValueError):
+            pass
+    return _fresh_interpreter(root, out, log)
 
 
 def _fresh_interpreter(root: Path, out: Path, log: Path) -> int | None:
