@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,9 +57,19 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def left_behind(before: set[str]) -> list[str]:
+    """The temp folders of annotate processes (`runtime.TEMP_PREFIX`) made since `before` whose process is gone."""
+    from annotate.trace.model.options import TEMP_PREFIX
+
+    found = (re.match(rf"^{TEMP_PREFIX}(?:ckpt|pg|tp|exp)-(\d+)-", p.name) for p in Path(tempfile.gettempdir()).iterdir())
+    return [m.group(0) for m in found if m and m.string not in before and not alive(int(m.group(1)))]
+
+
 def test_a_forked_child_computes_what_a_fresh_interpreter_does_and_sees_later_edits(tmp_path: Path) -> None:
     root = scratch(tmp_path)
+    before = {p.name for p in Path(tempfile.gettempdir()).iterdir()}
     rc, forked_claims = computed(root, tmp_path / "forked")
+    assert left_behind(before) == []   # the child ran its exit functions: its process group's folder is gone
     fresh_rc, fresh_claims = computed(root, tmp_path / "fresh", fresh=True)
     assert rc == fresh_rc == 0 and forked_claims == fresh_claims and len(forked_claims["claims"]) > 100
     assert forked_claims["failed"] == {}

@@ -185,7 +185,8 @@ def _say(answer: dict[str, Any]) -> None:
 
 def _child(request: dict[str, str]) -> None:
     """The forked child: Ctrl-C as in any program, stdin closed, stdout and stderr into the request's log,
-    then `compute.main` run from the root, as the fresh interpreter was. Never returns."""
+    then `compute.main` run from the root, and the exit functions, as the fresh interpreter ran them. Never
+    returns."""
     code = 1
     try:
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -205,9 +206,14 @@ def _child(request: dict[str, str]) -> None:
 
         traceback.print_exc()
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        # what an interpreter's exit runs (the one-rank process group's temp folder is removed there), then
+        # out without unwinding into the server's loop
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
 
 
 if __name__ == "__main__":
