@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -131,13 +130,10 @@ def _forked_or_fresh(root: Path, out: Path, log: Path) -> int | None:
 def _fresh_interpreter(root: Path, out: Path, log: Path) -> int | None:
     """`python -m annotate.lesson.compute ROOT OUT` in a fresh interpreter, its output in `log`; its exit code,
     or None when it ran past TIMEOUT_S."""
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     cmd = [sys.executable, "-m", "annotate.lesson.compute", str(root.resolve()), str(out)]
     with log.open("w", encoding="utf-8") as sink:
         try:
-            return subprocess.run(cmd, cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT,
+            return subprocess.run(cmd, cwd=root, env=forked.child_env(), stdout=sink, stderr=subprocess.STDOUT,
                                   timeout=TIMEOUT_S).returncode
         except subprocess.TimeoutExpired:
             return None

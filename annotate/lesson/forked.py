@@ -57,6 +57,15 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment with the package's parent first on PYTHONPATH: what an interpreter started
+    from here (the server, or a fresh one for the computation) needs to import `annotate` from wherever it is."""
+    package_parent = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def compute_in_child(root: Path, out: Path, log: Path, timeout: float) -> int | None:
     """Compute the claims of `root` into `out` in a child forked by this process's server, its stdout and stderr
     in `log`; its exit code, or None when it ran past `timeout` seconds (it is then killed). When the wait is
@@ -109,11 +118,8 @@ def _running_server() -> _Server:
     if _server is not None and _server.owner == os.getpid() and _server.proc.poll() is None:
         return _server
     stop_server()
-    package_parent = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     proc = subprocess.Popen([sys.executable, "-m", "annotate.lesson.forked"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, env=child_env())
     server = _server = _Server(proc)
     try:
         _answer(server, time.monotonic() + START_TIMEOUT_S)   # {"ready": true}
